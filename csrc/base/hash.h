@@ -1,0 +1,34 @@
+// Fast non-cryptographic hashing for fingerprints.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+namespace tpu {
+
+inline uint64_t HashMix(uint64_t h, uint64_t v) {
+  // splitmix64-style finalizer folded into a running hash.
+  v += 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  v = (v ^ (v >> 27)) * 0x94d049bb133111ebULL;
+  return h ^ (v ^ (v >> 31));
+}
+
+inline uint64_t HashBytes(uint64_t h, const void* data, size_t n) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  while (n >= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    h = HashMix(h, v);
+    p += 8;
+    n -= 8;
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, p, n);
+  return HashMix(h, tail ^ (n << 56));
+}
+
+inline uint64_t HashString(uint64_t h, std::string_view s) { return HashBytes(h, s.data(), s.size()); }
+
+}  // namespace tpu

@@ -1,0 +1,78 @@
+#include "compiler/compiler.h"
+
+#include <chrono>
+#include <memory>
+
+#include "base/metrics.h"
+#include "base/options.h"
+#include "compiler/fusion.h"
+#include "compiler/passes/dce.h"
+#include "compiler/program_log.h"
+#include "ir/verifier.h"
+
+namespace tpu {
+
+StatusOr<ExecutablePtr> Compile(Graph graph, uint64_t fingerprint, std::string name) {
+  TPU_RETURN_IF_ERROR(Verify(graph));
+  DcePass dce;
+  TPU_ASSIGN_OR_RETURN(bool changed, dce.Run(graph));
+  (void)changed;
+  auto exe = std::make_shared<Executable>();
+  exe->graph = std::move(graph);
+  exe->fingerprint = fingerprint;
+  exe->name = std::move(name);
+  TPU_RETURN_IF_ERROR(PlanExecutable(*exe));
+  return ExecutablePtr(std::move(exe));
+}
+
+CompileCache& CompileCache::Get() {
+  static CompileCache* cache = new CompileCache();
+  return *cache;
+}
+
+StatusOr<ExecutablePtr> CompileCache::GetOrCompile(Graph&& graph, const char* name) {
+  static Counter* hits = GetCounter("compile_cache_hits");
+  static Counter* misses = GetCounter("compile_cache_misses");
+  static Counter* compiles = GetCounter("compiles");
+  static Counter* compile_ns = GetCounter("compile_time_ns");
+  uint64_t key = Fingerprint(graph);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    // The structural comparison guards against fingerprint collisions.
+    if (it != map_.end() && StructurallyEqual(it->second->source, graph)) {
+      hits->Add();
+      return it->second;
+    }
+  }
+  misses->Add();
+  auto start = std::chrono::steady_clock::now();
+  LogProgram(name, graph);
+  Graph original = graph;
+  TPU_ASSIGN_OR_RETURN(ExecutablePtr exe, Compile(std::move(graph), key, name));
+  const_cast<Executable&>(*exe).source = std::move(original);
+  compiles->Add();
+  compile_ns->Add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now() - start).count());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (map_.emplace(key, exe).second) order_.push_back(key);
+  else map_[key] = exe;
+  while (static_cast<int64_t>(map_.size()) > std::max<int64_t>(Flags().cache_size, 1)) {
+    map_.erase(order_.front());
+    order_.pop_front();
+  }
+  return exe;
+}
+
+size_t CompileCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return map_.size();
+}
+
+void CompileCache::Clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  map_.clear();
+  order_.clear();
+}
+
+}  // namespace tpu

@@ -1,0 +1,83 @@
+#include "compiler/fusion.h"
+
+#include <algorithm>
+
+namespace tpu {
+
+Status PlanExecutable(Executable& exe) {
+  const Graph& g = exe.graph;
+  int np = g.num_params();
+  int nv = g.num_values();
+  exe.regions.clear();
+  exe.steps.clear();
+  exe.slots.assign(nv, ValueSlot{});
+  std::vector<int> region_of(nv, -1);
+
+  int open = -1;  // index of the open region
+  auto close = [&] {
+    if (open >= 0) exe.steps.push_back(Step{StepKind::kFused, open});
+    open = -1;
+  };
+  for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
+    const Op& op = g.ops[i];
+    int v = np + i;
+    OpKind kind = GetOpKind(op.code);
+    if (IsElementwise(op.code)) {
+      if (open >= 0 && exe.regions[open].shape != op.type.dims) close();
+      if (open < 0) {
+        exe.regions.push_back(FusedRegion{op.type.dims, {}, {}, {}});
+        open = static_cast<int>(exe.regions.size()) - 1;
+      }
+      exe.regions[open].ops.push_back(i);
+      region_of[v] = open;
+      continue;
+    }
+    if (kind == OpKind::Structural) {
+      if (open >= 0 && region_of[op.operands[0]] == open) close();
+      exe.steps.push_back(Step{StepKind::kView, i});
+      exe.slots[v].kind = SlotKind::kView;
+      continue;
+    }
+    close();
+    exe.steps.push_back(Step{StepKind::kKernel, i});
+  }
+  close();
+
+  // Region inputs/outputs from the use lists.
+  std::vector<bool> used_outside(nv, false);
+  for (int r : g.results) used_outside[r] = true;
+  for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
+    int my_region = region_of[np + i];
+    for (int o : g.ops[i].operands) {
+      if (region_of[o] >= 0 && region_of[o] != my_region) used_outside[o] = true;
+      if (my_region >= 0 && region_of[o] != my_region) {
+        auto& in = exe.regions[my_region].inputs;
+        if (std::find(in.begin(), in.end(), o) == in.end()) in.push_back(o);
+      }
+    }
+  }
+  for (auto& region : exe.regions) {
+    for (int i : region.ops) {
+      int v = np + i;
+      if (used_outside[v]) region.outputs.push_back(v);
+      else exe.slots[v].kind = SlotKind::kInRegion;
+    }
+  }
+
+  // Buffer plan: each temp gets its own 64-byte aligned range. Results are written straight into
+  // their bindings at launch when the layout allows; the temp is the fallback.
+  int64_t offset = 0;
+  for (int v = 0; v < nv; ++v) {
+    if (v < np) {
+      exe.slots[v].kind = SlotKind::kParam;
+      continue;
+    }
+    if (exe.slots[v].kind != SlotKind::kTemp) continue;
+    exe.slots[v].offset = offset;
+    offset += (g.TypeOf(v).ByteSize() + 63) & ~int64_t{63};
+  }
+  exe.scratch_bytes = offset;
+  return Status::Ok();
+}
+
+}  // namespace tpu

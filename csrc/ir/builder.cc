@@ -1,0 +1,345 @@
+#include "ir/builder.h"
+
+#include <algorithm>
+
+namespace tpu {
+
+bool Builder::Check(bool cond, const char* what) {
+  if (!cond && status_.ok()) status_ = InvalidArgument(std::string("IR builder: ") + what);
+  return cond;
+}
+
+int Builder::Add(OpCode code, std::vector<int> operands, TensorType type, Attrs attrs) {
+  for (int o : operands) {
+    if (!Check(o >= 0 && o < static_cast<int>(types_.size()), "operand is not a value")) {
+      types_.push_back(type);
+      param_index_.push_back(-1);
+      graph_.ops.push_back(Op{code, {}, std::move(type), std::move(attrs)});
+      return static_cast<int>(types_.size()) - 1;
+    }
+  }
+  types_.push_back(type);
+  param_index_.push_back(-1);
+  graph_.ops.push_back(Op{code, std::move(operands), std::move(type), std::move(attrs)});
+  return static_cast<int>(types_.size()) - 1;
+}
+
+int Builder::Param(const TensorType& type) {
+  types_.push_back(type);
+  param_index_.push_back(graph_.num_params());
+  graph_.params.push_back(type);
+  return static_cast<int>(types_.size()) - 1;
+}
+
+int Builder::Constant(double value, DType dtype) {
+  Attrs a;
+  a.f = value;
+  return Add(OpCode::kConstant, {}, TensorType{dtype, {}}, std::move(a));
+}
+
+int Builder::Iota(const TensorType& type, int64_t dim) {
+  Check(dim >= 0 && dim < type.rank(), "iota dimension out of range");
+  Attrs a;
+  a.i = dim;
+  return Add(OpCode::kIota, {}, type, std::move(a));
+}
+
+int Builder::Unary(OpCode code, int x) {
+  Check(GetOpKind(code) == OpKind::Unary && code != OpCode::kConvert, "not a unary op");
+  TensorType t = TypeOf(x);
+  if (code == OpCode::kIsFinite) t.dtype = DType::kBool;
+  return Add(code, {x}, std::move(t));
+}
+
+int Builder::Convert(int x, DType dtype) {
+  TensorType t = TypeOf(x);
+  t.dtype = dtype;
+  return Add(OpCode::kConvert, {x}, std::move(t));
+}
+
+int Builder::ConvertIfNeeded(int x, DType dtype) {
+  return TypeOf(x).dtype == dtype ? x : Convert(x, dtype);
+}
+
+int Builder::Binary(OpCode code, int x, int y) {
+  Check(GetOpKind(code) == OpKind::Binary && code != OpCode::kCompare, "not a binary op");
+  Check(TypeOf(x) == TypeOf(y), "binary operands must have the same type");
+  return Add(code, {x, y}, TypeOf(x));
+}
+
+int Builder::Compare(CompareDirection dir, int x, int y) {
+  Check(TypeOf(x) == TypeOf(y), "compare operands must have the same type");
+  Attrs a;
+  a.kind = static_cast<int64_t>(dir);
+  return Add(OpCode::kCompare, {x, y}, TensorType{DType::kBool, TypeOf(x).dims}, std::move(a));
+}
+
+int Builder::Select(int pred, int on_true, int on_false) {
+  Check(TypeOf(pred).dtype == DType::kBool, "select predicate must be i1");
+  Check(TypeOf(pred).dims == TypeOf(on_true).dims, "select predicate shape mismatch");
+  Check(TypeOf(on_true) == TypeOf(on_false), "select branches must have the same type");
+  return Add(OpCode::kSelect, {pred, on_true, on_false}, TypeOf(on_true));
+}
+
+int Builder::Clamp(int lo, int x, int hi) {
+  Check(TypeOf(lo) == TypeOf(x) && TypeOf(hi) == TypeOf(x), "clamp operands must match");
+  return Add(OpCode::kClamp, {lo, x, hi}, TypeOf(x));
+}
+
+int Builder::BroadcastInDim(int x, const Dims& out_dims, const std::vector<int64_t>& bdims) {
+  const TensorType& in = TypeOf(x);
+  if (Check(static_cast<int>(bdims.size()) == in.rank(), "broadcast_dimensions size != rank")) {
+    for (int i = 0; i < in.rank(); ++i) {
+      Check(bdims[i] >= 0 && bdims[i] < static_cast<int64_t>(out_dims.size()) &&
+                (in.dims[i] == 1 || in.dims[i] == out_dims[bdims[i]]),
+            "broadcast_in_dim dimension mismatch");
+    }
+  }
+  Attrs a;
+  a.a = bdims;
+  return Add(OpCode::kBroadcastInDim, {x}, TensorType{in.dtype, out_dims}, std::move(a));
+}
+
+int Builder::BroadcastTo(int x, const Dims& out_dims) {
+  const TensorType& in = TypeOf(x);
+  if (in.dims == out_dims) return x;
+  int offset = static_cast<int>(out_dims.size()) - in.rank();
+  if (!Check(offset >= 0, "cannot broadcast to a lower rank")) return x;
+  std::vector<int64_t> bdims(in.rank());
+  for (int i = 0; i < in.rank(); ++i) bdims[i] = i + offset;
+  return BroadcastInDim(x, out_dims, bdims);
+}
+
+int Builder::ScalarLike(double value, int like) {
+  const TensorType t = TypeOf(like);  // a copy: Constant() grows the type table
+  int c = Constant(value, t.dtype);
+  return t.rank() == 0 ? c : BroadcastInDim(c, t.dims, {});
+}
+
+int Builder::Reshape(int x, const Dims& out_dims) {
+  TensorType t{TypeOf(x).dtype, out_dims};
+  Check(t.NumElements() == TypeOf(x).NumElements(), "reshape changes the element count");
+  return Add(OpCode::kReshape, {x}, std::move(t));
+}
+
+int Builder::Transpose(int x, const std::vector<int64_t>& perm) {
+  const TensorType& in = TypeOf(x);
+  TensorType t{in.dtype, {}};
+  if (Check(static_cast<int>(perm.size()) == in.rank(), "permutation size != rank")) {
+    for (int64_t p : perm) {
+      if (!Check(p >= 0 && p < in.rank(), "permutation out of range")) break;
+      t.dims.push_back(in.dims[p]);
+    }
+  }
+  Attrs a;
+  a.a = perm;
+  return Add(OpCode::kTranspose, {x}, std::move(t), std::move(a));
+}
+
+int Builder::Slice(int x, const Dims& start, const Dims& limit, const Dims& strides) {
+  const TensorType& in = TypeOf(x);
+  TensorType t{in.dtype, {}};
+  if (Check(static_cast<int>(start.size()) == in.rank() && limit.size() == start.size() &&
+                strides.size() == start.size(),
+            "slice attribute sizes != rank")) {
+    for (int i = 0; i < in.rank(); ++i) {
+      bool ok = Check(start[i] >= 0 && start[i] <= limit[i] && limit[i] <= in.dims[i] && strides[i] > 0,
+                      "slice bounds out of range");
+      t.dims.push_back(ok ? (limit[i] - start[i] + strides[i] - 1) / strides[i] : 0);
+    }
+  }
+  Attrs a;
+  a.a = start;
+  a.b = limit;
+  a.c = strides;
+  return Add(OpCode::kSlice, {x}, std::move(t), std::move(a));
+}
+
+int Builder::Concatenate(const std::vector<int>& xs, int64_t dim) {
+  if (!Check(!xs.empty(), "concatenate needs an operand")) return Add(OpCode::kConcatenate, xs, {});
+  TensorType t = TypeOf(xs[0]);
+  if (!Check(dim >= 0 && dim < t.rank(), "concatenate dimension out of range"))
+    return Add(OpCode::kConcatenate, xs, std::move(t));
+  t.dims[dim] = 0;
+  for (int x : xs) {
+    const TensorType& o = TypeOf(x);
+    if (!Check(o.dtype == t.dtype && o.rank() == t.rank(), "concatenate operands differ")) continue;
+    for (int i = 0; i < t.rank(); ++i)
+      if (i != dim) Check(o.dims[i] == TypeOf(xs[0]).dims[i], "concatenate shape mismatch");
+    t.dims[dim] += o.dims[dim];
+  }
+  Attrs a;
+  a.i = dim;
+  return Add(OpCode::kConcatenate, xs, std::move(t), std::move(a));
+}
+
+int Builder::Pad(int x, int pad_value, const Dims& low, const Dims& high, const Dims& interior) {
+  const TensorType& in = TypeOf(x);
+  TensorType t{in.dtype, in.dims};
+  Check(TypeOf(pad_value).rank() == 0 && TypeOf(pad_value).dtype == in.dtype, "pad value type");
+  if (Check(static_cast<int>(low.size()) == in.rank() && high.size() == low.size() &&
+                interior.size() == low.size(),
+            "pad attribute sizes != rank")) {
+    for (int i = 0; i < in.rank(); ++i) {
+      t.dims[i] = low[i] + high[i] + in.dims[i] + std::max<int64_t>(in.dims[i] - 1, 0) * interior[i];
+      Check(t.dims[i] >= 0 && interior[i] >= 0, "pad gives a negative size");
+    }
+  }
+  Attrs a;
+  a.a = low;
+  a.b = high;
+  a.c = interior;
+  return Add(OpCode::kPad, {x, pad_value}, std::move(t), std::move(a));
+}
+
+int Builder::Reduce(int x, int init, const std::vector<int64_t>& dims, ReduceKind kind) {
+  const TensorType& in = TypeOf(x);
+  Check(TypeOf(init).rank() == 0 && TypeOf(init).dtype == in.dtype, "reduce init type");
+  TensorType t{in.dtype, {}};
+  std::vector<bool> reduced(in.rank(), false);
+  for (int64_t d : dims) {
+    if (Check(d >= 0 && d < in.rank() && !reduced[d], "reduce dimension invalid")) reduced[d] = true;
+  }
+  for (int i = 0; i < in.rank(); ++i)
+    if (!reduced[i]) t.dims.push_back(in.dims[i]);
+  Attrs a;
+  a.a = dims;
+  std::sort(a.a.begin(), a.a.end());
+  a.kind = static_cast<int64_t>(kind);
+  return Add(OpCode::kReduce, {x, init}, std::move(t), std::move(a));
+}
+
+int Builder::ArgReduce(int x, int64_t dim, ReduceKind kind) {
+  const TensorType& in = TypeOf(x);
+  Check(dim >= 0 && dim < in.rank() && in.dims[dim] > 0, "arg-reduce dimension invalid");
+  Check(kind == ReduceKind::kMax || kind == ReduceKind::kMin, "arg-reduce kind");
+  TensorType t{DType::kI64, {}};
+  for (int i = 0; i < in.rank(); ++i)
+    if (i != dim) t.dims.push_back(in.dims[i]);
+  Attrs a;
+  a.a = {dim};
+  a.kind = static_cast<int64_t>(kind);
+  return Add(OpCode::kArgReduce, {x}, std::move(t), std::move(a));
+}
+
+int Builder::DotGeneral(int lhs, int rhs, const Dims& lb, const Dims& rb, const Dims& lc,
+                        const Dims& rc, DType out) {
+  const TensorType& l = TypeOf(lhs);
+  const TensorType& r = TypeOf(rhs);
+  TensorType t{out, {}};
+  Check(l.dtype == r.dtype, "dot_general operand types differ");
+  Check(lb.size() == rb.size() && lc.size() == rc.size(), "dot_general dimension counts differ");
+  // Every dimension number is in range and names a dim at most once per operand.
+  auto valid = [](const TensorType& x, const Dims& batch, const Dims& contract) {
+    std::vector<bool> used(x.rank(), false);
+    for (const Dims* ds : {&batch, &contract})
+      for (int64_t d : *ds) {
+        if (d < 0 || d >= x.rank() || used[d]) return false;
+        used[d] = true;
+      }
+    return true;
+  };
+  if (!Check(valid(l, lb, lc) && valid(r, rb, rc), "dot_general dimension numbers invalid"))
+    return Add(OpCode::kDotGeneral, {lhs, rhs}, std::move(t));
+  for (size_t i = 0; i < lb.size() && i < rb.size(); ++i) {
+    Check(l.dims.at(lb[i]) == r.dims.at(rb[i]), "dot_general batch sizes differ");
+    t.dims.push_back(l.dims[lb[i]]);
+  }
+  for (size_t i = 0; i < lc.size() && i < rc.size(); ++i)
+    Check(l.dims.at(lc[i]) == r.dims.at(rc[i]), "dot_general contracting sizes differ");
+  auto is_in = [](const Dims& v, int64_t d) { return std::find(v.begin(), v.end(), d) != v.end(); };
+  for (int i = 0; i < l.rank(); ++i)
+    if (!is_in(lb, i) && !is_in(lc, i)) t.dims.push_back(l.dims[i]);
+  for (int i = 0; i < r.rank(); ++i)
+    if (!is_in(rb, i) && !is_in(rc, i)) t.dims.push_back(r.dims[i]);
+  Attrs a;
+  a.a = lb;
+  a.b = rb;
+  a.c = lc;
+  a.d = rc;
+  return Add(OpCode::kDotGeneral, {lhs, rhs}, std::move(t), std::move(a));
+}
+
+int Builder::Gather(int operand, int indices, const Dims& offset_dims, const Dims& collapsed,
+                    const Dims& start_index_map, const Dims& slice_sizes, bool checked) {
+  const TensorType& op = TypeOf(operand);
+  const TensorType& idx = TypeOf(indices);
+  Check(IsInteger(idx.dtype), "gather indices must be integers");
+  Check(idx.rank() >= 1 && idx.dims.back() == static_cast<int64_t>(start_index_map.size()),
+        "gather index vector size != start_index_map size");
+  Check(static_cast<int>(slice_sizes.size()) == op.rank(), "gather slice_sizes size != rank");
+  if (!status_.ok()) return Add(OpCode::kGather, {operand, indices}, TensorType{op.dtype, {}});
+  bool dims_ok = offset_dims.size() + collapsed.size() == slice_sizes.size();
+  for (int i = 0; i < op.rank(); ++i) dims_ok &= slice_sizes[i] >= 0 && slice_sizes[i] <= op.dims[i];
+  for (int64_t d : collapsed) dims_ok &= d >= 0 && d < op.rank() && slice_sizes[d] <= 1;
+  for (int64_t d : start_index_map) dims_ok &= d >= 0 && d < op.rank();
+  if (!Check(dims_ok, "gather dimension numbers invalid"))
+    return Add(OpCode::kGather, {operand, indices}, TensorType{op.dtype, {}});
+  // Result: batch dims (indices without the index vector dim) interleaved with offset dims.
+  Dims batch(idx.dims.begin(), idx.dims.end() - 1);
+  Dims offsets;
+  for (int i = 0; i < op.rank(); ++i)
+    if (std::find(collapsed.begin(), collapsed.end(), i) == collapsed.end())
+      offsets.push_back(slice_sizes.at(i));
+  TensorType t{op.dtype, {}};
+  size_t bi = 0, oi = 0;
+  int rank = static_cast<int>(batch.size() + offsets.size());
+  for (int d = 0; d < rank; ++d) {
+    if (std::find(offset_dims.begin(), offset_dims.end(), d) != offset_dims.end())
+      t.dims.push_back(oi < offsets.size() ? offsets[oi++] : 0);
+    else
+      t.dims.push_back(bi < batch.size() ? batch[bi++] : 0);
+  }
+  Attrs a;
+  a.a = offset_dims;
+  a.b = collapsed;
+  a.c = start_index_map;
+  a.d = slice_sizes;
+  a.i = idx.rank() - 1;
+  a.kind = checked ? 1 : 0;
+  return Add(OpCode::kGather, {operand, indices}, std::move(t), std::move(a));
+}
+
+int Builder::Scatter(int operand, int indices, int updates, const Dims& update_window_dims,
+                     const Dims& inserted_window_dims, const Dims& scatter_dims_to_operand,
+                     ReduceKind combiner, bool checked) {
+  const TensorType& idx = TypeOf(indices);
+  Check(IsInteger(idx.dtype), "scatter indices must be integers");
+  Check(idx.rank() >= 1 && idx.dims.back() == static_cast<int64_t>(scatter_dims_to_operand.size()),
+        "scatter index vector size mismatch");
+  Check(TypeOf(updates).dtype == TypeOf(operand).dtype, "scatter updates dtype != operand dtype");
+  Attrs a;
+  a.a = update_window_dims;
+  a.b = inserted_window_dims;
+  a.c = scatter_dims_to_operand;
+  a.i = idx.rank() - 1;
+  a.kind = static_cast<int64_t>(combiner) | (checked ? 256 : 0);
+  return Add(OpCode::kScatter, {operand, indices, updates}, TypeOf(operand), std::move(a));
+}
+
+int Builder::RngBits(int state, const Dims& dims) {
+  Check(TypeOf(state) == (TensorType{DType::kU64, {2}}), "rng state must be tensor<2xui64>");
+  return Add(OpCode::kRngBitGenerator, {state}, TensorType{DType::kU32, dims});
+}
+
+void Builder::Result(int v) {
+  if (Check(v >= 0 && v < static_cast<int>(types_.size()), "result is not a value"))
+    graph_.results.push_back(v);
+}
+
+StatusOr<Graph> Builder::Finish() {
+  if (!status_.ok()) return status_;
+  // Renumber: parameters first, then ops in the order they were added.
+  int np = graph_.num_params();
+  std::vector<int> remap(types_.size());
+  int next_op = np;
+  for (size_t v = 0; v < types_.size(); ++v) remap[v] = param_index_[v] >= 0 ? param_index_[v] : next_op++;
+  for (Op& op : graph_.ops)
+    for (int& o : op.operands) o = remap[o];
+  for (int& r : graph_.results) r = remap[r];
+  types_.clear();
+  param_index_.clear();
+  return std::move(graph_);
+}
+
+}  // namespace tpu

@@ -1,0 +1,68 @@
+// Builder: appends ops to a Graph with result-type inference. The first invalid use is recorded
+// and reported by Finish(), so lowering code can chain calls without checking each one.
+// Parameters may be added at any point; Finish() numbers them before the ops, as a Graph wants.
+#pragma once
+
+#include <vector>
+
+#include "base/status.h"
+#include "ir/graph.h"
+
+namespace tpu {
+
+class Builder {
+ public:
+  Builder() = default;
+
+  int Param(const TensorType& type);
+  int Constant(double value, DType dtype);  // rank-0
+  int Iota(const TensorType& type, int64_t dim);
+  int Unary(OpCode code, int x);
+  int Convert(int x, DType dtype);
+  int Binary(OpCode code, int x, int y);
+  int Compare(CompareDirection dir, int x, int y);
+  int Select(int pred, int on_true, int on_false);
+  int Clamp(int lo, int x, int hi);
+  int BroadcastInDim(int x, const Dims& out_dims, const std::vector<int64_t>& broadcast_dims);
+  int Reshape(int x, const Dims& out_dims);
+  int Transpose(int x, const std::vector<int64_t>& perm);
+  int Slice(int x, const Dims& start, const Dims& limit, const Dims& strides);
+  int Concatenate(const std::vector<int>& xs, int64_t dim);
+  int Pad(int x, int pad_value, const Dims& low, const Dims& high, const Dims& interior);
+  int Reduce(int x, int init, const std::vector<int64_t>& dims, ReduceKind kind);
+  int ArgReduce(int x, int64_t dim, ReduceKind kind);  // i64 indices of max/min along dim
+  int DotGeneral(int lhs, int rhs, const Dims& lhs_batch, const Dims& rhs_batch,
+                 const Dims& lhs_contract, const Dims& rhs_contract, DType out);
+  // Gather/scatter with StableHLO dimension numbers; index_vector_dim is the last index dim.
+  // `checked`: an out-of-range index is an error (PyTorch) rather than clamped/skipped (StableHLO).
+  int Gather(int operand, int indices, const Dims& offset_dims, const Dims& collapsed,
+             const Dims& start_index_map, const Dims& slice_sizes, bool checked = true);
+  int Scatter(int operand, int indices, int updates, const Dims& update_window_dims,
+              const Dims& inserted_window_dims, const Dims& scatter_dims_to_operand,
+              ReduceKind combiner, bool checked = true);
+  int RngBits(int state, const Dims& dims);  // ui32 Philox bits; state: ui64[2] {seed, offset}
+  void Result(int v);
+
+  // Convenience built from the ops above.
+  int ScalarLike(double value, int like);           // constant broadcast to like's type
+  int BroadcastTo(int x, const Dims& out_dims);     // numpy-style (trailing-aligned)
+  int ConvertIfNeeded(int x, DType dtype);
+
+  // The type of value v; an invalid id gets a placeholder type (the use is reported by Finish()).
+  const TensorType& TypeOf(int v) const {
+    static const TensorType kInvalid;
+    return v >= 0 && v < static_cast<int>(types_.size()) ? types_[v] : kInvalid;
+  }
+  const Status& status() const { return status_; }
+  StatusOr<Graph> Finish();
+
+ private:
+  int Add(OpCode code, std::vector<int> operands, TensorType type, Attrs attrs = {});
+  bool Check(bool cond, const char* what);
+  Graph graph_;               // ops hold builder ids until Finish() renumbers them
+  std::vector<TensorType> types_;  // per builder id
+  std::vector<int> param_index_;   // per builder id: parameter number, or -1 for an op
+  Status status_;
+};
+
+}  // namespace tpu

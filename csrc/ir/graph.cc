@@ -1,0 +1,89 @@
+#include "ir/graph.h"
+
+#include <sstream>
+
+#include "base/hash.h"
+
+namespace tpu {
+namespace {
+struct OpInfo {
+  const char* name;
+  int arity;
+  OpKind kind;
+};
+constexpr OpInfo kOpInfos[] = {
+#define TPU_OP(e, name, arity, kind) {name, arity, OpKind::kind},
+#include "ir/ops.def"
+#undef TPU_OP
+};
+
+uint64_t HashDims(uint64_t h, const std::vector<int64_t>& v) {
+  h = HashMix(h, v.size());
+  return HashBytes(h, v.data(), v.size() * sizeof(int64_t));
+}
+
+uint64_t HashType(uint64_t h, const TensorType& t) {
+  h = HashMix(h, static_cast<uint64_t>(t.dtype));
+  return HashDims(h, t.dims);
+}
+}  // namespace
+
+const char* OpName(OpCode code) { return kOpInfos[static_cast<int>(code)].name; }
+int OpArity(OpCode code) { return kOpInfos[static_cast<int>(code)].arity; }
+OpKind GetOpKind(OpCode code) { return kOpInfos[static_cast<int>(code)].kind; }
+
+const char* CompareDirectionName(CompareDirection d) {
+  switch (d) {
+    case CompareDirection::kEQ: return "EQ";
+    case CompareDirection::kNE: return "NE";
+    case CompareDirection::kLT: return "LT";
+    case CompareDirection::kLE: return "LE";
+    case CompareDirection::kGT: return "GT";
+    case CompareDirection::kGE: return "GE";
+  }
+  return "?";
+}
+
+std::string DimsToString(const Dims& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+std::string TensorType::ToString() const {
+  std::string s = "tensor<";
+  for (int64_t d : dims) s += std::to_string(d) + "x";
+  return s + DTypeName(dtype) + ">";
+}
+
+uint64_t Fingerprint(const Graph& g) {
+  uint64_t h = HashMix(0x7470755f69720001ULL, g.params.size());
+  for (const auto& p : g.params) h = HashType(h, p);
+  for (const auto& op : g.ops) {
+    h = HashMix(h, static_cast<uint64_t>(op.code));
+    h = HashMix(h, op.operands.size());
+    for (int o : op.operands) h = HashMix(h, static_cast<uint64_t>(o));
+    h = HashType(h, op.type);
+    const Attrs& a = op.attrs;
+    h = HashDims(HashDims(HashDims(HashDims(h, a.a), a.b), a.c), a.d);
+    h = HashMix(h, static_cast<uint64_t>(a.i));
+    h = HashMix(h, static_cast<uint64_t>(a.kind));
+    h = HashBytes(h, &a.f, sizeof(double));
+  }
+  h = HashMix(h, g.results.size());
+  for (int r : g.results) h = HashMix(h, static_cast<uint64_t>(r));
+  return h;
+}
+
+bool StructurallyEqual(const Graph& a, const Graph& b) {
+  if (a.params != b.params || a.results != b.results || a.ops.size() != b.ops.size()) return false;
+  for (size_t i = 0; i < a.ops.size(); ++i) {
+    const Op& x = a.ops[i];
+    const Op& y = b.ops[i];
+    if (x.code != y.code || x.operands != y.operands || x.type != y.type || !(x.attrs == y.attrs))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace tpu

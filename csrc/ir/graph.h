@@ -1,0 +1,81 @@
+// Graph: a function of typed parameters, ops in topological order, and results.
+// Value ids: parameters are 0..num_params-1; op i produces value num_params + i.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/types.h"
+
+namespace tpu {
+
+enum class OpCode : uint16_t {
+#define TPU_OP(e, name, arity, kind) e,
+#include "ir/ops.def"
+#undef TPU_OP
+};
+
+enum class OpKind : uint8_t { Unary, Binary, Ternary, Structural, Other };
+
+const char* OpName(OpCode code);
+int OpArity(OpCode code);  // -1: variadic
+OpKind GetOpKind(OpCode code);
+inline bool IsElementwise(OpCode c) {
+  OpKind k = GetOpKind(c);
+  return k == OpKind::Unary || k == OpKind::Binary || k == OpKind::Ternary;
+}
+
+enum class CompareDirection : int64_t { kEQ, kNE, kLT, kLE, kGT, kGE };
+enum class ReduceKind : int64_t { kAdd, kMul, kMax, kMin, kAnd, kOr, kReplace };
+const char* CompareDirectionName(CompareDirection d);
+
+// Attributes. Which fields an op uses (unused ones stay empty/zero and still hash equal):
+//   broadcast_in_dim: a = broadcast_dimensions       transpose: a = permutation
+//   reduce: a = dimensions, kind = ReduceKind          arg_reduce: a = {dim}, kind = kMax|kMin
+//   slice: a = start, b = limit, c = strides          pad: a = low, b = high, c = interior
+//   concatenate / iota: i = dimension                 compare: kind = CompareDirection
+//   constant: f = value (rank-0 result)
+//   dot_general: a = lhs_batch, b = rhs_batch, c = lhs_contracting, d = rhs_contracting
+//   gather: a = offset_dims, b = collapsed_slice_dims, c = start_index_map, d = slice_sizes,
+//           i = index_vector_dim, kind = 1 when out-of-range indices are errors (else clamped)
+//   scatter: a = update_window_dims, b = inserted_window_dims, c = scatter_dims_to_operand_dims,
+//            i = index_vector_dim, kind = ReduceKind (combiner; kReplace overwrites)
+//            | 256 when out-of-range indices are errors (else skipped)
+//   rng_bit_generator: (operand: ui64[2] state {seed, offset}) Philox bits
+struct Attrs {
+  std::vector<int64_t> a, b, c, d;
+  int64_t i = 0;
+  int64_t kind = 0;
+  double f = 0.0;
+  bool operator==(const Attrs& o) const {
+    return a == o.a && b == o.b && c == o.c && d == o.d && i == o.i && kind == o.kind && f == o.f;
+  }
+};
+
+struct Op {
+  OpCode code;
+  std::vector<int> operands;
+  TensorType type;
+  Attrs attrs;
+};
+
+struct Graph {
+  std::vector<TensorType> params;
+  std::vector<Op> ops;
+  std::vector<int> results;
+
+  int num_params() const { return static_cast<int>(params.size()); }
+  int num_values() const { return num_params() + static_cast<int>(ops.size()); }
+  bool IsParam(int v) const { return v < num_params(); }
+  const Op& Producer(int v) const { return ops[v - num_params()]; }
+  const TensorType& TypeOf(int v) const {
+    return IsParam(v) ? params[v] : ops[v - num_params()].type;
+  }
+};
+
+// The canonical structural hash used as the compile-cache key (structure + types + attributes).
+uint64_t Fingerprint(const Graph& g);
+bool StructurallyEqual(const Graph& a, const Graph& b);
+
+}  // namespace tpu

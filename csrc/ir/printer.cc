@@ -1,0 +1,274 @@
+#include "ir/printer.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+namespace tpu {
+namespace {
+
+std::string I64Array(const std::vector<int64_t>& v) {
+  std::string s = "array<i64";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : ": ") + std::to_string(v[i]);
+  return s + ">";
+}
+
+std::string List(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// A rank-0 literal of `dtype` holding `value`, as MLIR's dense attribute syntax wants it.
+std::string Literal(double value, DType dtype) {
+  if (dtype == DType::kBool) return value != 0 ? "true" : "false";
+  if (!IsFloat(dtype)) return std::to_string(static_cast<int64_t>(value));
+  if (std::isfinite(value)) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.17e", value);
+    return buf;
+  }
+  // Non-finite floats are written as their bit pattern.
+  bool neg = std::signbit(value);
+  bool nan = std::isnan(value);
+  char buf[32];
+  switch (dtype) {
+    case DType::kF64:
+      std::snprintf(buf, sizeof(buf), "0x%s", nan ? "7FF8000000000000" : (neg ? "FFF0000000000000" : "7FF0000000000000"));
+      break;
+    case DType::kF32:
+      std::snprintf(buf, sizeof(buf), "0x%s", nan ? "7FC00000" : (neg ? "FF800000" : "7F800000"));
+      break;
+    case DType::kBF16:
+      std::snprintf(buf, sizeof(buf), "0x%s", nan ? "7FC0" : (neg ? "FF80" : "7F80"));
+      break;
+    default:  // f16
+      std::snprintf(buf, sizeof(buf), "0x%s", nan ? "7E00" : (neg ? "FC00" : "7C00"));
+      break;
+  }
+  return buf;
+}
+
+// The identity of an arg-max (lowest value) or arg-min (highest value) reduction for `dtype`.
+std::string ArgInitLiteral(DType dtype, bool is_max) {
+  if (IsFloat(dtype)) return Literal(is_max ? -INFINITY : INFINITY, dtype);
+  if (dtype == DType::kBool) return is_max ? "false" : "true";
+  int bits = DTypeSize(dtype) * 8;
+  if (!IsSignedInt(dtype)) {
+    if (is_max) return "0";
+    return bits == 64 ? "18446744073709551615" : std::to_string((uint64_t{1} << bits) - 1);
+  }
+  if (bits == 64) return is_max ? "-9223372036854775808" : "9223372036854775807";
+  int64_t hi = (int64_t{1} << (bits - 1)) - 1;
+  return std::to_string(is_max ? -hi - 1 : hi);
+}
+
+const char* ReducerOp(ReduceKind k) {
+  switch (k) {
+    case ReduceKind::kAdd: return "stablehlo.add";
+    case ReduceKind::kMul: return "stablehlo.multiply";
+    case ReduceKind::kMax: return "stablehlo.maximum";
+    case ReduceKind::kMin: return "stablehlo.minimum";
+    case ReduceKind::kAnd: return "stablehlo.and";
+    case ReduceKind::kOr: return "stablehlo.or";
+    case ReduceKind::kReplace: return nullptr;
+  }
+  return nullptr;
+}
+
+class Printer {
+ public:
+  explicit Printer(const Graph& g) : g_(g), names_(g.num_values()) {}
+
+  std::string Print(const std::string& fn) {
+    for (int i = 0; i < g_.num_params(); ++i) names_[i] = "%arg" + std::to_string(i);
+    os_ << "module @tpu_program {\n  func.func public @" << fn << "(";
+    for (int i = 0; i < g_.num_params(); ++i)
+      os_ << (i ? ", " : "") << names_[i] << ": " << g_.params[i].ToString();
+    os_ << ") -> (";
+    for (size_t i = 0; i < g_.results.size(); ++i)
+      os_ << (i ? ", " : "") << g_.TypeOf(g_.results[i]).ToString();
+    os_ << ") {\n";
+    for (size_t i = 0; i < g_.ops.size(); ++i) PrintOp(static_cast<int>(i));
+    os_ << "    return";
+    for (size_t i = 0; i < g_.results.size(); ++i) os_ << (i ? ", " : " ") << names_[g_.results[i]];
+    if (!g_.results.empty()) os_ << " :";
+    for (size_t i = 0; i < g_.results.size(); ++i)
+      os_ << (i ? ", " : " ") << g_.TypeOf(g_.results[i]).ToString();
+    os_ << "\n  }\n}\n";
+    return os_.str();
+  }
+
+ private:
+  std::string T(int v) const { return g_.TypeOf(v).ToString(); }
+
+  std::string Operands(const Op& op) const {
+    std::string s;
+    for (size_t i = 0; i < op.operands.size(); ++i) s += (i ? ", " : "") + names_[op.operands[i]];
+    return s;
+  }
+
+  std::string Signature(const Op& op) const {
+    std::string s = "(";
+    for (size_t i = 0; i < op.operands.size(); ++i) s += (i ? ", " : "") + T(op.operands[i]);
+    return s + ") -> " + op.type.ToString();
+  }
+
+  // A region whose body applies `reducer` to two scalars of `dtype` (count pairs for variadic).
+  std::string ReducerRegion(ReduceKind kind, DType dtype) const {
+    std::string st = TensorType{dtype, {}}.ToString();
+    std::ostringstream r;
+    r << "({\n    ^bb0(%lhs: " << st << ", %rhs: " << st << "):\n";
+    if (kind == ReduceKind::kReplace) {
+      r << "      \"stablehlo.return\"(%rhs) : (" << st << ") -> ()\n";
+    } else {
+      r << "      %r = \"" << ReducerOp(kind) << "\"(%lhs, %rhs) : (" << st << ", " << st << ") -> "
+        << st << "\n      \"stablehlo.return\"(%r) : (" << st << ") -> ()\n";
+    }
+    r << "    })";
+    return r.str();
+  }
+
+  void PrintOp(int i) {
+    const Op& op = g_.ops[i];
+    int v = g_.num_params() + i;
+    std::string name = "%" + std::to_string(i);
+    names_[v] = name;
+    const Attrs& a = op.attrs;
+    os_ << "    ";
+    switch (op.code) {
+      case OpCode::kParameterPlaceholder:
+        os_ << "// placeholder\n";
+        return;
+      case OpCode::kConstant:
+        os_ << name << " = stablehlo.constant dense<" << Literal(a.f, op.type.dtype) << "> : "
+            << op.type.ToString() << "\n";
+        return;
+      case OpCode::kArgReduce: {
+        // Variadic reduce over (values, iota) keeping the first max/min index; for floats a NaN
+        // wins (the first NaN), as in PyTorch and the host executor. The helper values are named
+        // %iotaN etc.: an MLIR value name that starts with a digit must be all digits.
+        const TensorType& in = g_.TypeOf(op.operands[0]);
+        std::string it = TensorType{DType::kI64, in.dims}.ToString();
+        std::string vt = TensorType{in.dtype, {}}.ToString();
+        std::string st = TensorType{DType::kI64, {}}.ToString();
+        std::string id = std::to_string(i);
+        bool is_max = static_cast<ReduceKind>(a.kind) == ReduceKind::kMax;
+        bool is_float = IsFloat(in.dtype);
+        auto cmp = [&](const char* out, const char* x, const char* y, const char* dir,
+                       const std::string& t) {
+          os_ << "      %" << out << " = \"stablehlo.compare\"(%" << x << ", %" << y
+              << ") {comparison_direction = #stablehlo<comparison_direction " << dir << ">} : ("
+              << t << ", " << t << ") -> tensor<i1>\n";
+        };
+        auto logic = [&](const char* out, const char* opname, const char* x, const char* y) {
+          os_ << "      %" << out << " = \"stablehlo." << opname << "\"(%" << x << ", %" << y
+              << ") : (tensor<i1>, tensor<i1>) -> tensor<i1>\n";
+        };
+        os_ << "%iota" << id << " = \"stablehlo.iota\"() {iota_dimension = " << a.a[0]
+            << " : i64} : () -> " << it << "\n    %vinit" << id << " = stablehlo.constant dense<"
+            << ArgInitLiteral(in.dtype, is_max) << "> : " << vt << "\n    %iinit" << id
+            << " = stablehlo.constant dense<0> : " << st << "\n    " << name
+            << ":2 = \"stablehlo.reduce\"(" << names_[op.operands[0]] << ", %iota" << id
+            << ", %vinit" << id << ", %iinit" << id << ") ({\n    ^bb0(%av: " << vt
+            << ", %ai: " << st << ", %bv: " << vt << ", %bi: " << st << "):\n";
+        cmp(is_float ? "gt" : "better", "av", "bv", is_max ? "GT" : "LT", vt);
+        cmp(is_float ? "eqv" : "eq", "av", "bv", "EQ", vt);
+        if (is_float) {
+          cmp("anan", "av", "av", "NE", vt);
+          cmp("bnan", "bv", "bv", "NE", vt);
+          os_ << "      %bnum = \"stablehlo.not\"(%bnan) : (tensor<i1>) -> tensor<i1>\n";
+          logic("nanwin", "and", "anan", "bnum");
+          logic("better", "or", "gt", "nanwin");
+          logic("bothnan", "and", "anan", "bnan");
+          logic("eq", "or", "eqv", "bothnan");
+        }
+        cmp("lti", "ai", "bi", "LT", st);
+        logic("tie", "and", "eq", "lti");
+        logic("pick", "or", "better", "tie");
+        os_ << "      %v = \"stablehlo.select\"(%pick, %av, %bv) : (tensor<i1>, " << vt << ", " << vt
+            << ") -> " << vt << "\n"
+            << "      %ix = \"stablehlo.select\"(%pick, %ai, %bi) : (tensor<i1>, " << st << ", " << st
+            << ") -> " << st << "\n"
+            << "      \"stablehlo.return\"(%v, %ix) : (" << vt << ", " << st << ") -> ()\n"
+            << "    }) {dimensions = " << I64Array(a.a) << "} : (" << in.ToString() << ", " << it
+            << ", " << vt << ", " << st << ") -> ("
+            << TensorType{in.dtype, op.type.dims}.ToString() << ", " << op.type.ToString() << ")\n";
+        names_[v] = name + "#1";
+        return;
+      }
+      case OpCode::kRngBitGenerator:
+        os_ << name << ":2 = \"stablehlo.rng_bit_generator\"(" << Operands(op)
+            << ") {rng_algorithm = #stablehlo<rng_algorithm PHILOX>} : (" << T(op.operands[0])
+            << ") -> (" << T(op.operands[0]) << ", " << op.type.ToString() << ")\n";
+        names_[v] = name + "#1";
+        return;
+      default:
+        break;
+    }
+    os_ << name << " = \"" << OpName(op.code) << "\"(" << Operands(op) << ")";
+    switch (op.code) {
+      case OpCode::kReduce:
+        os_ << " " << ReducerRegion(static_cast<ReduceKind>(a.kind), op.type.dtype)
+            << " {dimensions = " << I64Array(a.a) << "}";
+        break;
+      case OpCode::kScatter:
+        os_ << " " << ReducerRegion(static_cast<ReduceKind>(a.kind & 0xff), op.type.dtype)
+            << " {indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<"
+            << "update_window_dims = " << List(a.a) << ", inserted_window_dims = " << List(a.b)
+            << ", scatter_dims_to_operand_dims = " << List(a.c) << ", index_vector_dim = " << a.i
+            << ">, unique_indices = false}";
+        break;
+      case OpCode::kBroadcastInDim:
+        os_ << " {broadcast_dimensions = " << I64Array(a.a) << "}";
+        break;
+      case OpCode::kTranspose:
+        os_ << " {permutation = " << I64Array(a.a) << "}";
+        break;
+      case OpCode::kSlice:
+        os_ << " {limit_indices = " << I64Array(a.b) << ", start_indices = " << I64Array(a.a)
+            << ", strides = " << I64Array(a.c) << "}";
+        break;
+      case OpCode::kPad:
+        os_ << " {edge_padding_high = " << I64Array(a.b) << ", edge_padding_low = " << I64Array(a.a)
+            << ", interior_padding = " << I64Array(a.c) << "}";
+        break;
+      case OpCode::kConcatenate:
+        os_ << " {dimension = " << a.i << " : i64}";
+        break;
+      case OpCode::kIota:
+        os_ << " {iota_dimension = " << a.i << " : i64}";
+        break;
+      case OpCode::kCompare:
+        os_ << " {comparison_direction = #stablehlo<comparison_direction "
+            << CompareDirectionName(static_cast<CompareDirection>(a.kind)) << ">}";
+        break;
+      case OpCode::kDotGeneral:
+        os_ << " {dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = " << List(a.a)
+            << ", rhs_batching_dimensions = " << List(a.b)
+            << ", lhs_contracting_dimensions = " << List(a.c)
+            << ", rhs_contracting_dimensions = " << List(a.d) << ">}";
+        break;
+      case OpCode::kGather:
+        os_ << " {dimension_numbers = #stablehlo.gather<offset_dims = " << List(a.a)
+            << ", collapsed_slice_dims = " << List(a.b) << ", start_index_map = " << List(a.c)
+            << ", index_vector_dim = " << a.i << ">, indices_are_sorted = false, slice_sizes = "
+            << I64Array(a.d) << "}";
+        break;
+      default:
+        break;
+    }
+    os_ << " : " << Signature(op) << "\n";
+  }
+
+  const Graph& g_;
+  std::vector<std::string> names_;
+  std::ostringstream os_;
+};
+
+}  // namespace
+
+std::string PrintStableHlo(const Graph& g, const std::string& name) { return Printer(g).Print(name); }
+
+}  // namespace tpu

@@ -1,0 +1,173 @@
+// Layout and data-movement kernels: views for layout ops, constant, iota, concatenate, pad.
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/host/kernels.h"
+
+namespace tpu::host {
+namespace {
+
+// Writes `value` converted to `t` into dst.
+void StoreScalar(DType t, double value, void* dst) {
+  switch (t) {
+    case DType::kF32: *static_cast<float*>(dst) = static_cast<float>(value); break;
+    case DType::kF64: *static_cast<double*>(dst) = value; break;
+    case DType::kBF16: case DType::kF16: {
+      float f = static_cast<float>(value);
+      View src{&f, DType::kF32, {}, {}};
+      View out{dst, t, {}, {}};
+      (void)CopyView(src, out);
+      break;
+    }
+    case DType::kI64: *static_cast<int64_t*>(dst) = static_cast<int64_t>(value); break;
+    case DType::kU64: *static_cast<uint64_t*>(dst) = static_cast<uint64_t>(value); break;
+    case DType::kI32: *static_cast<int32_t*>(dst) = static_cast<int32_t>(value); break;
+    case DType::kU32: *static_cast<uint32_t*>(dst) = static_cast<uint32_t>(value); break;
+    case DType::kI16: *static_cast<int16_t*>(dst) = static_cast<int16_t>(value); break;
+    case DType::kI8: *static_cast<int8_t*>(dst) = static_cast<int8_t>(value); break;
+    case DType::kU8: *static_cast<uint8_t*>(dst) = static_cast<uint8_t>(value); break;
+    case DType::kBool: *static_cast<uint8_t*>(dst) = value != 0; break;
+  }
+}
+
+}  // namespace
+
+void ViewExtent(const View& v, const char** lo, const char** hi) {
+  const char* base = static_cast<const char*>(v.data);
+  int64_t last = 0;
+  for (size_t d = 0; d < v.dims.size(); ++d) {
+    if (v.dims[d] == 0) {
+      *lo = *hi = base;
+      return;
+    }
+    last += (v.dims[d] - 1) * v.strides[d];
+  }
+  *lo = base;
+  *hi = base + (last + 1) * DTypeSize(v.dtype);
+}
+
+bool ViewOf(const Op& op, const View& in, View* out) {
+  out->data = in.data;
+  out->dtype = in.dtype;
+  out->dims = op.type.dims;
+  const Attrs& a = op.attrs;
+  switch (op.code) {
+    case OpCode::kBroadcastInDim: {
+      out->strides.assign(op.type.dims.size(), 0);
+      for (size_t i = 0; i < a.a.size(); ++i)
+        if (in.dims[i] != 1) out->strides[a.a[i]] = in.strides[i];
+      return true;
+    }
+    case OpCode::kTranspose: {
+      out->strides.resize(a.a.size());
+      for (size_t i = 0; i < a.a.size(); ++i) out->strides[i] = in.strides[a.a[i]];
+      return true;
+    }
+    case OpCode::kSlice: {
+      char* p = static_cast<char*>(in.data);
+      out->strides.resize(in.dims.size());
+      int64_t off = 0;
+      for (size_t i = 0; i < in.dims.size(); ++i) {
+        off += a.a[i] * in.strides[i];
+        out->strides[i] = in.strides[i] * a.c[i];
+      }
+      out->data = p + off * DTypeSize(in.dtype);
+      return true;
+    }
+    case OpCode::kReshape: {
+      // Viewable when each run of operand dims that is contiguous in memory maps onto a run of
+      // new dims with the same element count (walked from the innermost dim outwards).
+      const Dims& od = in.dims;
+      const Dims& nd = op.type.dims;
+      out->strides.assign(nd.size(), 1);
+      if (in.NumElements() == 0 || od.empty()) {
+        out->strides = ContiguousStrides(nd);
+        return true;
+      }
+      int view_d = static_cast<int>(nd.size()) - 1;
+      int64_t base_stride = in.strides.back();
+      int64_t tensor_numel = 1, view_numel = 1;
+      for (int td = static_cast<int>(od.size()) - 1; td >= 0; --td) {
+        tensor_numel *= od[td];
+        bool chunk_end = td == 0 || (od[td - 1] != 1 && in.strides[td - 1] != tensor_numel * base_stride);
+        if (!chunk_end) continue;
+        while (view_d >= 0 && (view_numel < tensor_numel || nd[view_d] == 1)) {
+          out->strides[view_d] = view_numel * base_stride;
+          view_numel *= nd[view_d];
+          --view_d;
+        }
+        if (view_numel != tensor_numel) return false;
+        if (td > 0) {
+          base_stride = in.strides[td - 1];
+          tensor_numel = view_numel = 1;
+        }
+      }
+      return view_d == -1;
+    }
+    default:
+      return false;
+  }
+}
+
+Status RunConstant(const Op& op, const View& out) {
+  StoreScalar(op.type.dtype, op.attrs.f, out.data);
+  return Status::Ok();
+}
+
+Status RunIota(const Op& op, const View& out) {
+  int64_t n = out.NumElements();
+  int64_t dim = op.attrs.i;
+  int64_t inner = 1;
+  for (size_t d = dim + 1; d < out.dims.size(); ++d) inner *= out.dims[d];
+  int64_t size = out.dims[dim];
+  char* p = static_cast<char*>(out.data);
+  int elem = DTypeSize(out.dtype);
+  for (int64_t i = 0; i < n; ++i) StoreScalar(out.dtype, static_cast<double>((i / inner) % size), p + i * elem);
+  return Status::Ok();
+}
+
+Status RunConcatenate(const Op& op, const std::vector<View>& ins, const View& out) {
+  int64_t dim = op.attrs.i;
+  int64_t offset = 0;
+  for (const View& in : ins) {
+    View dst = out;
+    dst.dims = in.dims;
+    dst.data = static_cast<char*>(out.data) + offset * out.strides[dim] * DTypeSize(out.dtype);
+    TPU_RETURN_IF_ERROR(CopyView(in, dst));
+    offset += in.dims[dim];
+  }
+  return Status::Ok();
+}
+
+Status RunPad(const Op& op, const View& in, const View& pad_value, const View& out) {
+  // Fill with the pad value (a broadcast view of the scalar), then place the operand.
+  View fill = pad_value;
+  fill.dims = out.dims;
+  fill.strides.assign(out.dims.size(), 0);
+  TPU_RETURN_IF_ERROR(CopyView(fill, out));
+  const Attrs& a = op.attrs;
+  View dst = out;
+  dst.dims = in.dims;
+  int64_t off = 0;
+  View src = in;
+  Dims start(in.dims.size(), 0);
+  for (size_t d = 0; d < in.dims.size(); ++d) {
+    dst.strides[d] = out.strides[d] * (1 + a.c[d]);
+    // Negative low padding crops the operand.
+    int64_t lo = a.a[d];
+    int64_t skip = lo < 0 ? (-lo + a.c[d]) / (1 + a.c[d]) : 0;
+    int64_t first = lo + skip * (1 + a.c[d]);
+    int64_t count = in.dims[d] - skip;
+    int64_t last_pos = first + (count - 1) * (1 + a.c[d]);
+    while (count > 0 && last_pos >= out.dims[d]) { --count; last_pos -= 1 + a.c[d]; }
+    if (count <= 0) return Status::Ok();
+    dst.dims[d] = count;
+    src.dims[d] = count;
+    src.data = static_cast<char*>(src.data) + skip * in.strides[d] * DTypeSize(in.dtype);
+    off += first * out.strides[d];
+  }
+  dst.data = static_cast<char*>(out.data) + off * DTypeSize(out.dtype);
+  return CopyView(src, dst);
+}
+
+}  // namespace tpu::host

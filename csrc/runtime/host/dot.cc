@@ -1,0 +1,188 @@
+// dot_general: operands are viewed as [batch, M, K] x [batch, K, N] (a copy only when a group of
+// dims cannot be flattened as a view) and handed to oneDNN's matmul with their strides, so a
+// transposed weight is read in place. Primitives are cached by shape, strides and types.
+// float64 and integer products, which oneDNN does not cover, use a plain loop.
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "oneapi/dnnl/dnnl.hpp"
+
+#include "base/hash.h"
+#include "runtime/host/kernels.h"
+
+namespace tpu::host {
+namespace {
+
+struct Flat {
+  int64_t size = 1;
+  int64_t stride = 1;
+};
+
+// Flattens dims `group` (in order) of v into one dim, if the layout allows it.
+std::optional<Flat> FlattenGroup(const View& v, const std::vector<int64_t>& group) {
+  Flat f;
+  bool have = false;
+  int64_t expect = 0;
+  for (auto it = group.rbegin(); it != group.rend(); ++it) {
+    int64_t d = *it;
+    if (v.dims[d] == 1) continue;
+    if (!have) {
+      f.stride = v.strides[d];
+      expect = v.strides[d] * v.dims[d];
+      have = true;
+    } else {
+      if (v.strides[d] != expect) return std::nullopt;
+      expect *= v.dims[d];
+    }
+    f.size *= v.dims[d];
+  }
+  if (f.size > 1 && f.stride == 0) return std::nullopt;  // broadcast: oneDNN wants real strides
+  return f;
+}
+
+struct Operand3 {
+  Flat b, m, k;  // for rhs: b, k, n (m holds N)
+};
+
+std::vector<int64_t> FreeDims(int rank, const Dims& batch, const Dims& contract) {
+  std::vector<int64_t> free;
+  for (int d = 0; d < rank; ++d)
+    if (std::find(batch.begin(), batch.end(), d) == batch.end() &&
+        std::find(contract.begin(), contract.end(), d) == contract.end())
+      free.push_back(d);
+  return free;
+}
+
+// Makes `v` flattenable: if a group cannot be flattened, copies v contiguously in group order.
+View Canonical(const View& v, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
+               const std::vector<int64_t>& g2, std::vector<char>& storage, Operand3* out) {
+  auto a = FlattenGroup(v, g0), b = FlattenGroup(v, g1), c = FlattenGroup(v, g2);
+  if (a && b && c) {
+    *out = {*a, *b, *c};
+    return v;
+  }
+  std::vector<int64_t> perm;
+  for (auto* g : {&g0, &g1, &g2}) perm.insert(perm.end(), g->begin(), g->end());
+  View src = v;
+  src.dims.clear();
+  src.strides.clear();
+  for (int64_t p : perm) {
+    src.dims.push_back(v.dims[p]);
+    src.strides.push_back(v.strides[p]);
+  }
+  View dst{nullptr, v.dtype, src.dims, ContiguousStrides(src.dims)};
+  storage.resize(std::max<int64_t>(1, dst.NumElements()) * DTypeSize(v.dtype));
+  dst.data = storage.data();
+  (void)CopyView(src, dst);
+  int64_t n0 = static_cast<int64_t>(g0.size()), n1 = static_cast<int64_t>(g1.size());
+  std::vector<int64_t> h0, h1, h2;
+  for (int64_t i = 0; i < static_cast<int64_t>(perm.size()); ++i)
+    (i < n0 ? h0 : (i < n0 + n1 ? h1 : h2)).push_back(i);
+  *out = {*FlattenGroup(dst, h0), *FlattenGroup(dst, h1), *FlattenGroup(dst, h2)};
+  return dst;
+}
+
+dnnl::memory::data_type DnnlType(DType t) {
+  switch (t) {
+    case DType::kF32: return dnnl::memory::data_type::f32;
+    case DType::kBF16: return dnnl::memory::data_type::bf16;
+    case DType::kF16: return dnnl::memory::data_type::f16;
+    default: return dnnl::memory::data_type::undef;
+  }
+}
+
+struct Engine {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::mutex mu;
+  std::unordered_map<uint64_t, dnnl::matmul> cache;
+};
+
+Engine& GetEngine() {
+  static Engine* e = new Engine();
+  return *e;
+}
+
+template <typename T, typename Acc>
+void NaiveBmm(const char* a, const Operand3& A, const char* b, const Operand3& B, T* c, int64_t nb,
+              int64_t m, int64_t n, int64_t k) {
+  for (int64_t bi = 0; bi < nb; ++bi)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        Acc acc = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const T* x = reinterpret_cast<const T*>(a) + bi * A.b.stride + i * A.m.stride + p * A.k.stride;
+          const T* y = reinterpret_cast<const T*>(b) + bi * B.b.stride + p * B.k.stride + j * B.m.stride;
+          acc += static_cast<Acc>(*x) * static_cast<Acc>(*y);
+        }
+        c[(bi * m + i) * n + j] = static_cast<T>(acc);
+      }
+}
+
+}  // namespace
+
+Status RunDotGeneral(const Op& op, const View& lhs, const View& rhs, const View& out) {
+  const Attrs& a = op.attrs;
+  int lr = static_cast<int>(lhs.dims.size()), rr = static_cast<int>(rhs.dims.size());
+  std::vector<int64_t> lfree = FreeDims(lr, a.a, a.c), rfree = FreeDims(rr, a.b, a.d);
+  std::vector<char> ls, rs;
+  Operand3 A, B;
+  View L = Canonical(lhs, a.a, lfree, a.c, ls, &A);
+  View R = Canonical(rhs, a.b, a.d, rfree, rs, &B);
+  // For rhs the groups are (batch, contract, free): B.m holds K and B.k holds N; swap to name them.
+  std::swap(B.m, B.k);  // now B.k = K group, B.m = N group
+  int64_t nb = A.b.size, m = A.m.size, k = A.k.size, n = B.m.size;
+  if (out.NumElements() == 0) return Status::Ok();
+  if (k == 0) {
+    std::memset(out.data, 0, out.NumElements() * DTypeSize(out.dtype));
+    return Status::Ok();
+  }
+  DType t = lhs.dtype;
+  if (rhs.dtype != t) return Internal("dot_general operand types differ");
+  auto dt = DnnlType(t);
+  auto odt = DnnlType(out.dtype);
+  if (dt == dnnl::memory::data_type::undef || odt == dnnl::memory::data_type::undef) {
+    switch (t) {
+      case DType::kF64: NaiveBmm<double, double>(static_cast<char*>(L.data), A, static_cast<char*>(R.data), B, static_cast<double*>(out.data), nb, m, n, k); break;
+      case DType::kI64: NaiveBmm<int64_t, int64_t>(static_cast<char*>(L.data), A, static_cast<char*>(R.data), B, static_cast<int64_t*>(out.data), nb, m, n, k); break;
+      case DType::kI32: NaiveBmm<int32_t, int64_t>(static_cast<char*>(L.data), A, static_cast<char*>(R.data), B, static_cast<int32_t*>(out.data), nb, m, n, k); break;
+      default: return Unimplemented(std::string("dot_general on ") + DTypeName(t));
+    }
+    return Status::Ok();
+  }
+  using md = dnnl::memory::desc;
+  auto sb = [](const Flat& f, int64_t size) { return size == 1 ? int64_t{0} : f.stride; };
+  dnnl::memory::dims adims = {nb, m, k}, bdims = {nb, k, n}, cdims = {nb, m, n};
+  dnnl::memory::dims astr = {nb == 1 ? m * k : A.b.stride, m == 1 ? k : A.m.stride, k == 1 ? 1 : A.k.stride};
+  dnnl::memory::dims bstr = {nb == 1 ? k * n : B.b.stride, k == 1 ? n : B.k.stride, n == 1 ? 1 : B.m.stride};
+  dnnl::memory::dims cstr = {m * n, n, 1};
+  (void)sb;
+  uint64_t key = 0x646f74ULL;
+  for (auto v : {nb, m, k, n}) key = HashMix(key, v);
+  for (auto v : astr) key = HashMix(key, v);
+  for (auto v : bstr) key = HashMix(key, v);
+  key = HashMix(HashMix(key, static_cast<uint64_t>(dt)), static_cast<uint64_t>(odt));
+  Engine& e = GetEngine();
+  std::lock_guard<std::mutex> lock(e.mu);
+  auto it = e.cache.find(key);
+  md amd(adims, dt, astr), bmd(bdims, dt, bstr), cmd(cdims, odt, cstr);
+  if (it == e.cache.end()) {
+    try {
+      dnnl::matmul::desc desc(amd, bmd, cmd);
+      dnnl::matmul::primitive_desc pd(desc, e.engine);
+      it = e.cache.emplace(key, dnnl::matmul(pd)).first;
+    } catch (const dnnl::error& err) {
+      return Internal(std::string("oneDNN matmul creation failed: ") + err.what());
+    }
+  }
+  dnnl::memory am(amd, e.engine, L.data), bm(bmd, e.engine, R.data), cm(cmd, e.engine, out.data);
+  it->second.execute(e.stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  e.stream.wait();
+  return Status::Ok();
+}
+
+}  // namespace tpu::host

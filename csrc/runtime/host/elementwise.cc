@@ -1,0 +1,601 @@
+// Fused elementwise regions: one tiled pass over the iteration space. Each tile loads its inputs
+// (straight from memory when contiguous and already of the register type), runs the region's ops
+// on registers of kTile elements that stay in L1, and stores the outputs.
+//
+// Note [Register classes]: values live in one of four register classes. bf16/f16 values are held
+// as f32 and rounded back to their precision after every op that produces them, which is exactly
+// PyTorch's CPU behaviour (compute in float, round the result). Narrow integers and bool live in
+// i32 registers and are wrapped to their width after every op.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "base/thread_pool.h"
+#include "runtime/host/elementwise_simd.h"
+#include "runtime/host/kernels.h"
+
+namespace tpu::host {
+namespace {
+
+constexpr int64_t kTile = 256;
+
+enum class Rc : uint8_t { kF32, kF64, kI64, kI32 };
+
+Rc ClassOf(DType t) {
+  switch (t) {
+    case DType::kF32: case DType::kBF16: case DType::kF16: return Rc::kF32;
+    case DType::kF64: return Rc::kF64;
+    case DType::kI64: case DType::kU64: return Rc::kI64;
+    case DType::kI32: case DType::kI16: case DType::kI8: case DType::kU8: case DType::kU32:
+    case DType::kBool: return Rc::kI32;
+  }
+  return Rc::kF32;
+}
+
+// Whether memory of this dtype can be used in place as a register of its class.
+bool IsRegisterLayout(DType t) {
+  return t == DType::kF32 || t == DType::kF64 || t == DType::kI64 || t == DType::kI32;
+}
+
+inline float Bf16ToF32(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+inline uint16_t F32ToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if (std::isnan(f)) return 0x7FC0;
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  return static_cast<uint16_t>(bits >> 16);
+}
+inline float RoundBf16(float f) { return Bf16ToF32(F32ToBf16(f)); }
+inline float RoundF16(float f) { return static_cast<float>(static_cast<_Float16>(f)); }
+
+// Wraps an i32 register value to a narrow type's width.
+inline int32_t WrapI32(int32_t v, DType t) {
+  switch (t) {
+    case DType::kI16: return static_cast<int16_t>(v);
+    case DType::kI8: return static_cast<int8_t>(v);
+    case DType::kU8: return static_cast<uint8_t>(v);
+    case DType::kBool: return v != 0;
+    default: return v;  // i32, u32 (kept as bits)
+  }
+}
+
+void RoundToDType(void* reg, DType t, int64_t n) {
+  switch (t) {
+    case DType::kBF16: {
+      float* f = static_cast<float*>(reg);
+      for (int64_t i = 0; i < n; ++i) f[i] = RoundBf16(f[i]);
+      break;
+    }
+    case DType::kF16: {
+      float* f = static_cast<float*>(reg);
+      for (int64_t i = 0; i < n; ++i) f[i] = RoundF16(f[i]);
+      break;
+    }
+    case DType::kI16: case DType::kI8: case DType::kU8: case DType::kBool: {
+      int32_t* x = static_cast<int32_t*>(reg);
+      for (int64_t i = 0; i < n; ++i) x[i] = WrapI32(x[i], t);
+      break;
+    }
+    default: break;
+  }
+}
+
+// Loads n elements of `t` at p (stride in elements) into a register of ClassOf(t).
+template <typename R, typename M>
+void LoadAs(const char* p, int64_t stride, int64_t n, R* out) {
+  const M* m = reinterpret_cast<const M*>(p);
+  if (stride == 1) for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(m[i]);
+  else for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(m[i * stride]);
+}
+
+void Load(DType t, const char* p, int64_t stride, int64_t n, void* reg) {
+  switch (t) {
+    case DType::kF32: LoadAs<float, float>(p, stride, n, static_cast<float*>(reg)); break;
+    case DType::kF64: LoadAs<double, double>(p, stride, n, static_cast<double*>(reg)); break;
+    case DType::kBF16: {
+      const uint16_t* m = reinterpret_cast<const uint16_t*>(p);
+      float* o = static_cast<float*>(reg);
+      for (int64_t i = 0; i < n; ++i) o[i] = Bf16ToF32(m[i * stride]);
+      break;
+    }
+    case DType::kF16: {
+      const _Float16* m = reinterpret_cast<const _Float16*>(p);
+      float* o = static_cast<float*>(reg);
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(m[i * stride]);
+      break;
+    }
+    case DType::kI64: LoadAs<int64_t, int64_t>(p, stride, n, static_cast<int64_t*>(reg)); break;
+    case DType::kU64: LoadAs<int64_t, uint64_t>(p, stride, n, static_cast<int64_t*>(reg)); break;
+    case DType::kI32: LoadAs<int32_t, int32_t>(p, stride, n, static_cast<int32_t*>(reg)); break;
+    case DType::kU32: LoadAs<int32_t, uint32_t>(p, stride, n, static_cast<int32_t*>(reg)); break;
+    case DType::kI16: LoadAs<int32_t, int16_t>(p, stride, n, static_cast<int32_t*>(reg)); break;
+    case DType::kI8: LoadAs<int32_t, int8_t>(p, stride, n, static_cast<int32_t*>(reg)); break;
+    case DType::kU8: LoadAs<int32_t, uint8_t>(p, stride, n, static_cast<int32_t*>(reg)); break;
+    case DType::kBool: {
+      const uint8_t* m = reinterpret_cast<const uint8_t*>(p);
+      int32_t* o = static_cast<int32_t*>(reg);
+      for (int64_t i = 0; i < n; ++i) o[i] = m[i * stride] != 0;
+      break;
+    }
+  }
+}
+
+template <typename R, typename M>
+void StoreAs(const R* in, int64_t n, char* p, int64_t stride) {
+  M* m = reinterpret_cast<M*>(p);
+  if (stride == 1) for (int64_t i = 0; i < n; ++i) m[i] = static_cast<M>(in[i]);
+  else for (int64_t i = 0; i < n; ++i) m[i * stride] = static_cast<M>(in[i]);
+}
+
+void Store(DType t, const void* reg, int64_t n, char* p, int64_t stride) {
+  switch (t) {
+    case DType::kF32: StoreAs<float, float>(static_cast<const float*>(reg), n, p, stride); break;
+    case DType::kF64: StoreAs<double, double>(static_cast<const double*>(reg), n, p, stride); break;
+    case DType::kBF16: {
+      const float* r = static_cast<const float*>(reg);
+      uint16_t* m = reinterpret_cast<uint16_t*>(p);
+      for (int64_t i = 0; i < n; ++i) m[i * stride] = F32ToBf16(r[i]);
+      break;
+    }
+    case DType::kF16: {
+      const float* r = static_cast<const float*>(reg);
+      _Float16* m = reinterpret_cast<_Float16*>(p);
+      for (int64_t i = 0; i < n; ++i) m[i * stride] = static_cast<_Float16>(r[i]);
+      break;
+    }
+    case DType::kI64: StoreAs<int64_t, int64_t>(static_cast<const int64_t*>(reg), n, p, stride); break;
+    case DType::kU64: StoreAs<int64_t, uint64_t>(static_cast<const int64_t*>(reg), n, p, stride); break;
+    case DType::kI32: StoreAs<int32_t, int32_t>(static_cast<const int32_t*>(reg), n, p, stride); break;
+    case DType::kU32: StoreAs<int32_t, uint32_t>(static_cast<const int32_t*>(reg), n, p, stride); break;
+    case DType::kI16: StoreAs<int32_t, int16_t>(static_cast<const int32_t*>(reg), n, p, stride); break;
+    case DType::kI8: StoreAs<int32_t, int8_t>(static_cast<const int32_t*>(reg), n, p, stride); break;
+    case DType::kU8: case DType::kBool:
+      StoreAs<int32_t, uint8_t>(static_cast<const int32_t*>(reg), n, p, stride);
+      break;
+  }
+}
+
+// Converts a register between classes.
+template <typename To, typename From>
+void ConvertReg(const From* in, To* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+      // Out-of-range and NaN float->int conversions are undefined in C++; saturate NaN to 0 and
+      // clamp instead of invoking UB.
+      From v = in[i];
+      if (std::isnan(v)) out[i] = 0;
+      else if (v >= static_cast<From>(std::numeric_limits<To>::max())) out[i] = std::numeric_limits<To>::max();
+      else if (v <= static_cast<From>(std::numeric_limits<To>::min())) out[i] = std::numeric_limits<To>::min();
+      else out[i] = static_cast<To>(v);
+    } else {
+      out[i] = static_cast<To>(in[i]);
+    }
+  }
+}
+
+void Convert(Rc from, const void* in, DType to_type, void* out, int64_t n) {
+  Rc to = ClassOf(to_type);
+  auto go = [&](auto* o) {
+    using T = std::remove_pointer_t<decltype(o)>;
+    switch (from) {
+      case Rc::kF32: ConvertReg<T>(static_cast<const float*>(in), o, n); break;
+      case Rc::kF64: ConvertReg<T>(static_cast<const double*>(in), o, n); break;
+      case Rc::kI64: ConvertReg<T>(static_cast<const int64_t*>(in), o, n); break;
+      case Rc::kI32: ConvertReg<T>(static_cast<const int32_t*>(in), o, n); break;
+    }
+  };
+  switch (to) {
+    case Rc::kF32: go(static_cast<float*>(out)); break;
+    case Rc::kF64: go(static_cast<double*>(out)); break;
+    case Rc::kI64: go(static_cast<int64_t*>(out)); break;
+    case Rc::kI32: go(static_cast<int32_t*>(out)); break;
+  }
+  // float->bool is "!= 0", not truncation.
+  if (to_type == DType::kBool && (from == Rc::kF32 || from == Rc::kF64)) {
+    int32_t* o = static_cast<int32_t*>(out);
+    for (int64_t i = 0; i < n; ++i) {
+      double v = from == Rc::kF32 ? static_cast<const float*>(in)[i] : static_cast<const double*>(in)[i];
+      o[i] = v != 0;
+    }
+  }
+  RoundToDType(out, to_type, n);
+}
+
+template <typename T>
+inline T Sign(T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(x)) return x;
+  }
+  return static_cast<T>((T(0) < x) - (x < T(0)));
+}
+
+template <typename T>
+void UnaryLoop(OpCode code, const T* a, T* o, int64_t n) {
+  switch (code) {
+    case OpCode::kAbs: for (int64_t i = 0; i < n; ++i) o[i] = a[i] < 0 ? -a[i] : a[i]; return;
+    case OpCode::kNegate: for (int64_t i = 0; i < n; ++i) o[i] = -a[i]; return;
+    case OpCode::kSign: for (int64_t i = 0; i < n; ++i) o[i] = Sign(a[i]); return;
+    case OpCode::kNot:
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(~static_cast<int64_t>(a[i]));
+      return;
+    default: break;
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    switch (code) {
+      case OpCode::kExp: for (int64_t i = 0; i < n; ++i) o[i] = std::exp(a[i]); return;
+      case OpCode::kExpm1: for (int64_t i = 0; i < n; ++i) o[i] = std::expm1(a[i]); return;
+      case OpCode::kLog: for (int64_t i = 0; i < n; ++i) o[i] = std::log(a[i]); return;
+      case OpCode::kLog1p: for (int64_t i = 0; i < n; ++i) o[i] = std::log1p(a[i]); return;
+      case OpCode::kSqrt: for (int64_t i = 0; i < n; ++i) o[i] = std::sqrt(a[i]); return;
+      case OpCode::kRsqrt: for (int64_t i = 0; i < n; ++i) o[i] = T(1) / std::sqrt(a[i]); return;
+      case OpCode::kTanh: for (int64_t i = 0; i < n; ++i) o[i] = std::tanh(a[i]); return;
+      case OpCode::kLogistic: for (int64_t i = 0; i < n; ++i) o[i] = T(1) / (T(1) + std::exp(-a[i])); return;
+      case OpCode::kSine: for (int64_t i = 0; i < n; ++i) o[i] = std::sin(a[i]); return;
+      case OpCode::kCosine: for (int64_t i = 0; i < n; ++i) o[i] = std::cos(a[i]); return;
+      case OpCode::kFloor: for (int64_t i = 0; i < n; ++i) o[i] = std::floor(a[i]); return;
+      case OpCode::kCeil: for (int64_t i = 0; i < n; ++i) o[i] = std::ceil(a[i]); return;
+      case OpCode::kRoundNearestEven: for (int64_t i = 0; i < n; ++i) o[i] = std::nearbyint(a[i]); return;
+      case OpCode::kErf: for (int64_t i = 0; i < n; ++i) o[i] = std::erf(a[i]); return;
+      default: break;
+    }
+  } else {
+    switch (code) {  // integer rounding ops are the identity
+      case OpCode::kFloor: case OpCode::kCeil: case OpCode::kRoundNearestEven:
+        std::copy(a, a + n, o);
+        return;
+      default: break;
+    }
+  }
+  // Remaining combinations (e.g. exp on integers) are rejected by the lowering; keep memory defined.
+  std::fill(o, o + n, T(0));
+}
+
+template <typename T>
+inline T IntDiv(T a, T b) {
+  if (b == 0) return T(-1);  // StableHLO: x/0 on integers is all ones; never trap
+  if (std::is_signed_v<T> && b == T(-1)) return static_cast<T>(-a);  // no INT_MIN/-1 trap
+  return a / b;
+}
+template <typename T>
+inline T IntRem(T a, T b) {
+  if (b == 0) return a;
+  if (std::is_signed_v<T> && b == T(-1)) return 0;
+  return a % b;
+}
+
+template <typename T>
+void BinaryLoop(OpCode code, const T* a, const T* b, T* o, int64_t n) {
+  switch (code) {
+    case OpCode::kAdd: for (int64_t i = 0; i < n; ++i) o[i] = a[i] + b[i]; return;
+    case OpCode::kSubtract: for (int64_t i = 0; i < n; ++i) o[i] = a[i] - b[i]; return;
+    case OpCode::kMultiply: for (int64_t i = 0; i < n; ++i) o[i] = a[i] * b[i]; return;
+    case OpCode::kMaximum:
+      for (int64_t i = 0; i < n; ++i) o[i] = (a[i] > b[i] || a[i] != a[i]) ? a[i] : b[i];
+      return;
+    case OpCode::kMinimum:
+      for (int64_t i = 0; i < n; ++i) o[i] = (a[i] < b[i] || a[i] != a[i]) ? a[i] : b[i];
+      return;
+    default: break;
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    switch (code) {
+      case OpCode::kDivide: for (int64_t i = 0; i < n; ++i) o[i] = a[i] / b[i]; return;
+      case OpCode::kRemainder: for (int64_t i = 0; i < n; ++i) o[i] = std::fmod(a[i], b[i]); return;
+      case OpCode::kPower: for (int64_t i = 0; i < n; ++i) o[i] = std::pow(a[i], b[i]); return;
+      case OpCode::kAtan2: for (int64_t i = 0; i < n; ++i) o[i] = std::atan2(a[i], b[i]); return;
+      default: break;
+    }
+  } else {
+    switch (code) {
+      case OpCode::kDivide: for (int64_t i = 0; i < n; ++i) o[i] = IntDiv(a[i], b[i]); return;
+      case OpCode::kRemainder: for (int64_t i = 0; i < n; ++i) o[i] = IntRem(a[i], b[i]); return;
+      case OpCode::kAnd: for (int64_t i = 0; i < n; ++i) o[i] = a[i] & b[i]; return;
+      case OpCode::kOr: for (int64_t i = 0; i < n; ++i) o[i] = a[i] | b[i]; return;
+      case OpCode::kXor: for (int64_t i = 0; i < n; ++i) o[i] = a[i] ^ b[i]; return;
+      case OpCode::kPower:
+        for (int64_t i = 0; i < n; ++i) {
+          T base = a[i], e = b[i], r = 1;
+          if (e < 0) { r = (base == 1) ? 1 : (base == -1 ? ((e & 1) ? -1 : 1) : 0); o[i] = r; continue; }
+          while (e) { if (e & 1) r *= base; base *= base; e >>= 1; }
+          o[i] = r;
+        }
+        return;
+      default: break;
+    }
+  }
+  std::fill(o, o + n, T(0));
+}
+
+template <typename T>
+void CompareLoop(CompareDirection dir, const T* a, const T* b, int32_t* o, int64_t n) {
+  switch (dir) {
+    case CompareDirection::kEQ: for (int64_t i = 0; i < n; ++i) o[i] = a[i] == b[i]; return;
+    case CompareDirection::kNE: for (int64_t i = 0; i < n; ++i) o[i] = a[i] != b[i]; return;
+    case CompareDirection::kLT: for (int64_t i = 0; i < n; ++i) o[i] = a[i] < b[i]; return;
+    case CompareDirection::kLE: for (int64_t i = 0; i < n; ++i) o[i] = a[i] <= b[i]; return;
+    case CompareDirection::kGT: for (int64_t i = 0; i < n; ++i) o[i] = a[i] > b[i]; return;
+    case CompareDirection::kGE: for (int64_t i = 0; i < n; ++i) o[i] = a[i] >= b[i]; return;
+  }
+}
+
+template <typename T>
+void SelectLoop(const int32_t* p, const T* a, const T* b, T* o, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) o[i] = p[i] ? a[i] : b[i];
+}
+
+template <typename T>
+void ClampLoop(const T* lo, const T* x, const T* hi, T* o, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    T v = x[i];
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(v)) { o[i] = v; continue; }
+    }
+    v = v < lo[i] ? lo[i] : v;
+    o[i] = v > hi[i] ? hi[i] : v;
+  }
+}
+
+template <typename F>
+void DispatchClass(Rc rc, F&& f) {
+  switch (rc) {
+    case Rc::kF32: f(float{}); break;
+    case Rc::kF64: f(double{}); break;
+    case Rc::kI64: f(int64_t{}); break;
+    case Rc::kI32: f(int32_t{}); break;
+  }
+}
+
+// Runs one op over registers. `in` are register pointers of the operand classes.
+void RunOp(const Graph& g, const Op& op, const void* const* in, void* out, int64_t n) {
+  Rc rc = ClassOf(g.TypeOf(op.operands[0]).dtype);
+  switch (GetOpKind(op.code)) {
+    case OpKind::Unary:
+      if (op.code == OpCode::kConvert) {
+        Convert(rc, in[0], op.type.dtype, out, n);
+        return;
+      }
+      if (op.code == OpCode::kIsFinite) {
+        int32_t* o = static_cast<int32_t*>(out);
+        if (rc == Rc::kF32) for (int64_t i = 0; i < n; ++i) o[i] = std::isfinite(static_cast<const float*>(in[0])[i]);
+        else if (rc == Rc::kF64) for (int64_t i = 0; i < n; ++i) o[i] = std::isfinite(static_cast<const double*>(in[0])[i]);
+        else for (int64_t i = 0; i < n; ++i) o[i] = 1;
+        return;
+      }
+      if (op.code == OpCode::kNot && op.type.dtype == DType::kBool) {
+        const int32_t* a = static_cast<const int32_t*>(in[0]);
+        int32_t* o = static_cast<int32_t*>(out);
+        for (int64_t i = 0; i < n; ++i) o[i] = !a[i];
+        return;
+      }
+      if (rc == Rc::kF32 && UnaryF32Simd(op.code, static_cast<const float*>(in[0]), static_cast<float*>(out), n))
+        break;
+      DispatchClass(rc, [&](auto t) {
+        using T = decltype(t);
+        UnaryLoop<T>(op.code, static_cast<const T*>(in[0]), static_cast<T*>(out), n);
+      });
+      break;
+    case OpKind::Binary:
+      if (op.code == OpCode::kCompare) {
+        DispatchClass(rc, [&](auto t) {
+          using T = decltype(t);
+          CompareLoop<T>(static_cast<CompareDirection>(op.attrs.kind), static_cast<const T*>(in[0]),
+                         static_cast<const T*>(in[1]), static_cast<int32_t*>(out), n);
+        });
+        return;
+      }
+      if (rc == Rc::kF32 && BinaryF32Simd(op.code, static_cast<const float*>(in[0]),
+                                          static_cast<const float*>(in[1]), static_cast<float*>(out), n))
+        break;
+      DispatchClass(rc, [&](auto t) {
+        using T = decltype(t);
+        BinaryLoop<T>(op.code, static_cast<const T*>(in[0]), static_cast<const T*>(in[1]), static_cast<T*>(out), n);
+      });
+      break;
+    case OpKind::Ternary: {
+      Rc vc = ClassOf(op.type.dtype);
+      DispatchClass(vc, [&](auto t) {
+        using T = decltype(t);
+        if (op.code == OpCode::kSelect)
+          SelectLoop<T>(static_cast<const int32_t*>(in[0]), static_cast<const T*>(in[1]),
+                        static_cast<const T*>(in[2]), static_cast<T*>(out), n);
+        else
+          ClampLoop<T>(static_cast<const T*>(in[0]), static_cast<const T*>(in[1]),
+                       static_cast<const T*>(in[2]), static_cast<T*>(out), n);
+      });
+      return;  // select/clamp pick existing values: no rounding needed
+    }
+    default:
+      return;
+  }
+  RoundToDType(out, op.type.dtype, n);
+}
+
+// Merges dimensions that are contiguous for every operand and drops size-1 dims.
+void Coalesce(Dims& dims, std::vector<Dims*>& strides) {
+  Dims nd;
+  std::vector<Dims> ns(strides.size());
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] == 1) continue;
+    bool merge = !nd.empty();
+    for (size_t k = 0; merge && k < strides.size(); ++k)
+      merge = ns[k].back() == (*strides[k])[d] * dims[d];
+    if (merge) {
+      nd.back() *= dims[d];
+      for (size_t k = 0; k < strides.size(); ++k) ns[k].back() = (*strides[k])[d];
+    } else {
+      nd.push_back(dims[d]);
+      for (size_t k = 0; k < strides.size(); ++k) ns[k].push_back((*strides[k])[d]);
+    }
+  }
+  dims = std::move(nd);
+  for (size_t k = 0; k < strides.size(); ++k) *strides[k] = std::move(ns[k]);
+}
+
+struct Operand {
+  char* base;
+  DType dtype;
+  Dims strides;
+  int elem;
+};
+
+// Iterates a (coalesced) space in tiles, calling fn(offsets_in_elements[], len) per tile.
+template <typename F>
+void ForEachTile(const Dims& dims, const std::vector<Operand>& ops, F&& fn) {
+  int rank = static_cast<int>(dims.size());
+  int64_t inner = rank ? dims.back() : 1;
+  int64_t outer = 1;
+  for (int d = 0; d + 1 < rank; ++d) outer *= dims[d];
+  int64_t chunks = (inner + kTile - 1) / kTile;
+  int64_t tiles = outer * chunks;
+  int64_t total = outer * inner;
+  auto body = [&](int64_t b, int64_t e) {
+    std::vector<int64_t> off(ops.size());
+    for (int64_t t = b; t < e; ++t) {
+      int64_t o = t / chunks, c = t % chunks;
+      int64_t start = c * kTile;
+      int64_t len = std::min(kTile, inner - start);
+      for (size_t k = 0; k < ops.size(); ++k) {
+        int64_t rem = o, acc = 0;
+        for (int d = rank - 2; d >= 0; --d) {
+          acc += (rem % dims[d]) * ops[k].strides[d];
+          rem /= dims[d];
+        }
+        off[k] = acc + (rank ? start * ops[k].strides[rank - 1] : 0);
+      }
+      fn(off.data(), len);
+    }
+  };
+  if (total >= (1 << 16)) ThreadPool::Get().ParallelFor(tiles, std::max<int64_t>(1, 8192 / kTile), body);
+  else body(0, tiles);
+}
+
+}  // namespace
+
+Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vector<View>& views) {
+  int np = g.num_params();
+  const int nin = static_cast<int>(region.inputs.size());
+  const int nops = static_cast<int>(region.ops.size());
+  // Register slot per value: inputs first, then one per op.
+  std::vector<int> slot_of(g.num_values(), -1);
+  for (int k = 0; k < nin; ++k) slot_of[region.inputs[k]] = k;
+  for (int i = 0; i < nops; ++i) slot_of[np + region.ops[i]] = nin + i;
+  std::vector<DType> slot_dtype(nin + nops);
+  for (int k = 0; k < nin; ++k) slot_dtype[k] = g.TypeOf(region.inputs[k]).dtype;
+  for (int i = 0; i < nops; ++i) slot_dtype[nin + i] = g.ops[region.ops[i]].type.dtype;
+
+  std::vector<Operand> operands;
+  Dims dims = region.shape;
+  for (int v : region.inputs) {
+    const View& w = views[v];
+    operands.push_back({static_cast<char*>(w.data), w.dtype, w.strides, DTypeSize(w.dtype)});
+  }
+  const int nout = static_cast<int>(region.outputs.size());
+  std::vector<int> out_slot(nout);
+  for (int k = 0; k < nout; ++k) {
+    const View& w = views[region.outputs[k]];
+    operands.push_back({static_cast<char*>(w.data), w.dtype, w.strides, DTypeSize(w.dtype)});
+    out_slot[k] = slot_of[region.outputs[k]];
+  }
+  for (auto& o : operands)
+    if (o.strides.size() != dims.size()) return Internal("fused region operand rank mismatch");
+  {
+    std::vector<Dims*> sp;
+    for (auto& o : operands) sp.push_back(&o.strides);
+    Coalesce(dims, sp);
+  }
+  int rank = static_cast<int>(dims.size());
+  auto inner_stride = [&](const Operand& o) { return rank ? o.strides[rank - 1] : 1; };
+  // The last op may write straight into its output when that output is contiguous and already
+  // in register layout: every other op has read its inputs by then (safe for in-place updates).
+  int direct_out = -1;
+  int last_slot = nin + nops - 1;
+  for (int k = 0; k < nout; ++k) {
+    const Operand& o = operands[nin + k];
+    if (out_slot[k] == last_slot && inner_stride(o) == 1 && IsRegisterLayout(o.dtype)) direct_out = k;
+  }
+
+  const int nslots = nin + nops;
+  ForEachTile(dims, operands, [&](const int64_t* off, int64_t len) {
+    alignas(64) thread_local static char storage[64][kTile * 8];
+    void* regs[64];
+    if (nslots > 64) return;  // guarded below
+    for (int k = 0; k < nin; ++k) {
+      const Operand& o = operands[k];
+      const char* p = o.base + off[k] * o.elem;
+      int64_t s = inner_stride(o);
+      if (s == 1 && IsRegisterLayout(o.dtype)) {
+        regs[k] = const_cast<char*>(p);
+      } else if (s == 0) {
+        // Broadcast along the tile: load one element, splat.
+        Load(o.dtype, p, 0, 1, storage[k]);
+        int sz = ClassOf(o.dtype) == Rc::kF64 || ClassOf(o.dtype) == Rc::kI64 ? 8 : 4;
+        for (int64_t i = 1; i < len; ++i) std::memcpy(storage[k] + i * sz, storage[k], sz);
+        regs[k] = storage[k];
+      } else {
+        Load(o.dtype, p, s, len, storage[k]);
+        regs[k] = storage[k];
+      }
+    }
+    for (int i = 0; i < nops; ++i) {
+      const Op& op = g.ops[region.ops[i]];
+      int slot = nin + i;
+      void* out = storage[slot];
+      if (direct_out >= 0 && slot == last_slot) {
+        const Operand& o = operands[nin + direct_out];
+        out = o.base + off[nin + direct_out] * o.elem;
+      }
+      const void* in[3];
+      for (size_t j = 0; j < op.operands.size(); ++j) in[j] = regs[slot_of[op.operands[j]]];
+      RunOp(g, op, in, out, len);
+      regs[slot] = out;
+    }
+    for (int k = 0; k < nout; ++k) {
+      if (k == direct_out) continue;
+      const Operand& o = operands[nin + k];
+      Store(o.dtype, regs[out_slot[k]], len, o.base + off[nin + k] * o.elem, inner_stride(o));
+    }
+  });
+  if (nslots > 64) return Unimplemented("fused region with more than 64 values");
+  return Status::Ok();
+}
+
+Status CopyView(const View& src, const View& dst) {
+  if (src.dims != dst.dims) return Internal("CopyView shape mismatch");
+  std::vector<Operand> operands = {
+      {static_cast<char*>(src.data), src.dtype, src.strides, DTypeSize(src.dtype)},
+      {static_cast<char*>(dst.data), dst.dtype, dst.strides, DTypeSize(dst.dtype)}};
+  Dims dims = src.dims;
+  std::vector<Dims*> sp = {&operands[0].strides, &operands[1].strides};
+  Coalesce(dims, sp);
+  int rank = static_cast<int>(dims.size());
+  int64_t s0 = rank ? operands[0].strides[rank - 1] : 1, s1 = rank ? operands[1].strides[rank - 1] : 1;
+  bool same = src.dtype == dst.dtype;
+  int elem = DTypeSize(src.dtype);
+  ForEachTile(dims, operands, [&](const int64_t* off, int64_t len) {
+    const char* p = operands[0].base + off[0] * elem;
+    char* q = operands[1].base + off[1] * operands[1].elem;
+    if (same && s0 == 1 && s1 == 1) {
+      std::memmove(q, p, len * elem);
+      return;
+    }
+    alignas(64) char reg[kTile * 8];
+    alignas(64) char reg2[kTile * 8];
+    Load(src.dtype, p, s0, len, reg);
+    if (ClassOf(src.dtype) == ClassOf(dst.dtype) && !(dst.dtype == DType::kBool && src.dtype != DType::kBool)) {
+      RoundToDType(reg, dst.dtype, len);
+      Store(dst.dtype, reg, len, q, s1);
+    } else {
+      Convert(ClassOf(src.dtype), reg, dst.dtype, reg2, len);
+      Store(dst.dtype, reg2, len, q, s1);
+    }
+  });
+  return Status::Ok();
+}
+
+}  // namespace tpu::host

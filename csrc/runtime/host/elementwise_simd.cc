@@ -1,0 +1,106 @@
+#include "runtime/host/elementwise_simd.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "runtime/host/elementwise_simd.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tpu::host {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+template <class F>
+HWY_INLINE void Map1(const float* a, float* out, int64_t n, F f) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(f(d, hn::LoadU(d, a + i)), d, out + i);
+  if (i < n) {  // tail through a lane-sized buffer
+    HWY_ALIGN float ta[hn::MaxLanes(d)] = {}, to[hn::MaxLanes(d)];
+    for (int64_t j = i; j < n; ++j) ta[j - i] = a[j];
+    hn::Store(f(d, hn::Load(d, ta)), d, to);
+    for (int64_t j = i; j < n; ++j) out[j] = to[j - i];
+  }
+}
+
+template <class F>
+HWY_INLINE void Map2(const float* a, const float* b, float* out, int64_t n, F f) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(f(d, hn::LoadU(d, a + i), hn::LoadU(d, b + i)), d, out + i);
+  if (i < n) {
+    HWY_ALIGN float ta[hn::MaxLanes(d)] = {}, tb[hn::MaxLanes(d)] = {}, to[hn::MaxLanes(d)];
+    for (int64_t j = i; j < n; ++j) ta[j - i] = a[j], tb[j - i] = b[j];
+    hn::Store(f(d, hn::Load(d, ta), hn::Load(d, tb)), d, to);
+    for (int64_t j = i; j < n; ++j) out[j] = to[j - i];
+  }
+}
+
+bool UnaryF32(int code_int, const float* a, float* out, int64_t n) {
+  switch (static_cast<OpCode>(code_int)) {
+    case OpCode::kNegate: Map1(a, out, n, [](auto d, auto v) { return hn::Neg(v); }); return true;
+    case OpCode::kAbs: Map1(a, out, n, [](auto d, auto v) { return hn::Abs(v); }); return true;
+    case OpCode::kSqrt: Map1(a, out, n, [](auto d, auto v) { return hn::Sqrt(v); }); return true;
+    case OpCode::kRsqrt:
+      Map1(a, out, n, [](auto d, auto v) { return hn::Div(hn::Set(d, 1.0f), hn::Sqrt(v)); });
+      return true;
+    case OpCode::kExp: Map1(a, out, n, [](auto d, auto v) { return hn::Exp(d, v); }); return true;
+    case OpCode::kExpm1: Map1(a, out, n, [](auto d, auto v) { return hn::Expm1(d, v); }); return true;
+    case OpCode::kLog: Map1(a, out, n, [](auto d, auto v) { return hn::Log(d, v); }); return true;
+    case OpCode::kLog1p: Map1(a, out, n, [](auto d, auto v) { return hn::Log1p(d, v); }); return true;
+    case OpCode::kTanh: Map1(a, out, n, [](auto d, auto v) { return hn::Tanh(d, v); }); return true;
+    case OpCode::kLogistic:
+      // 1 / (1 + exp(-x)), exact enough for float32 across the range (exp overflows to inf -> 0).
+      Map1(a, out, n, [](auto d, auto v) {
+        const auto one = hn::Set(d, 1.0f);
+        return hn::Div(one, hn::Add(one, hn::Exp(d, hn::Neg(v))));
+      });
+      return true;
+    case OpCode::kFloor: Map1(a, out, n, [](auto d, auto v) { return hn::Floor(v); }); return true;
+    case OpCode::kCeil: Map1(a, out, n, [](auto d, auto v) { return hn::Ceil(v); }); return true;
+    case OpCode::kRoundNearestEven: Map1(a, out, n, [](auto d, auto v) { return hn::Round(v); }); return true;
+    default: return false;
+  }
+}
+
+bool BinaryF32(int code_int, const float* a, const float* b, float* out, int64_t n) {
+  switch (static_cast<OpCode>(code_int)) {
+    case OpCode::kAdd: Map2(a, b, out, n, [](auto d, auto x, auto y) { return hn::Add(x, y); }); return true;
+    case OpCode::kSubtract: Map2(a, b, out, n, [](auto d, auto x, auto y) { return hn::Sub(x, y); }); return true;
+    case OpCode::kMultiply: Map2(a, b, out, n, [](auto d, auto x, auto y) { return hn::Mul(x, y); }); return true;
+    case OpCode::kDivide: Map2(a, b, out, n, [](auto d, auto x, auto y) { return hn::Div(x, y); }); return true;
+    case OpCode::kMaximum:
+      // NaN-propagating like StableHLO and PyTorch: pick x where x is NaN.
+      Map2(a, b, out, n, [](auto d, auto x, auto y) {
+        return hn::IfThenElse(hn::Or(hn::Gt(x, y), hn::Ne(x, x)), x, y);
+      });
+      return true;
+    case OpCode::kMinimum:
+      Map2(a, b, out, n, [](auto d, auto x, auto y) {
+        return hn::IfThenElse(hn::Or(hn::Lt(x, y), hn::Ne(x, x)), x, y);
+      });
+      return true;
+    default: return false;
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tpu::host
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tpu::host {
+HWY_EXPORT(UnaryF32);
+HWY_EXPORT(BinaryF32);
+
+bool UnaryF32Simd(OpCode code, const float* a, float* out, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(UnaryF32)(static_cast<int>(code), a, out, n);
+}
+bool BinaryF32Simd(OpCode code, const float* a, const float* b, float* out, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(BinaryF32)(static_cast<int>(code), a, b, out, n);
+}
+}  // namespace tpu::host
+#endif

@@ -1,0 +1,14 @@
+// Highway-vectorized float32 loops (runtime dispatch to the best SIMD target of the CPU).
+#pragma once
+
+#include <cstdint>
+
+#include "ir/graph.h"
+
+namespace tpu::host {
+
+// Returns false if the op has no vector implementation (caller uses the scalar loop).
+bool UnaryF32Simd(OpCode code, const float* a, float* out, int64_t n);
+bool BinaryF32Simd(OpCode code, const float* a, const float* b, float* out, int64_t n);
+
+}  // namespace tpu::host

@@ -1,0 +1,18 @@
+#pragma once
+
+#include <vector>
+
+#include "runtime/device.h"
+
+namespace tpu::host {
+
+// Runs Executables on the CPU. One per device; used only from that device's queue worker.
+class HostExecutor : public Executor {
+ public:
+  Status Run(const Launch& launch) override;
+
+ private:
+  std::vector<char> scratch_;  // reused across launches
+};
+
+}  // namespace tpu::host

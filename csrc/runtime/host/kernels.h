@@ -1,0 +1,42 @@
+// Host executor kernels, one file per op family (elementwise.cc, reduce.cc, dot.cc,
+// data_movement.cc, gather_scatter.cc, rng.cc). Each kernel reads strided input views and
+// writes an output view; the executor (executor.cc) decides where values live.
+#pragma once
+
+#include <vector>
+
+#include "base/status.h"
+#include "ir/graph.h"
+#include "runtime/buffer.h"
+#include "runtime/executable.h"
+
+namespace tpu::host {
+
+// Runs one fused elementwise region. `views` holds a view for every value the region reads or
+// writes (inputs have the region's shape, possibly with zero strides for broadcasts).
+Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vector<View>& views);
+
+// dst = convert(src), any strides, same dims.
+Status CopyView(const View& src, const View& dst);
+
+// One non-elementwise op. Inputs may be strided; `out` is contiguous.
+Status RunReduce(const Op& op, const View& in, const View& init, const View& out);
+Status RunArgReduce(const Op& op, const View& in, const View& out);
+Status RunDotGeneral(const Op& op, const View& lhs, const View& rhs, const View& out);
+Status RunConstant(const Op& op, const View& out);
+Status RunIota(const Op& op, const View& out);
+Status RunConcatenate(const Op& op, const std::vector<View>& ins, const View& out);
+Status RunPad(const Op& op, const View& in, const View& pad_value, const View& out);
+Status RunGather(const Op& op, const View& operand, const View& indices, const View& out);
+Status RunScatter(const Op& op, const View& operand, const View& indices, const View& updates,
+                  const View& out);
+Status RunRngBits(const Op& op, const View& state, const View& out);
+
+// Layout ops as views of their operand; false when the layout cannot be expressed as a view
+// (a reshape of a non-contiguous operand), in which case the caller materializes.
+bool ViewOf(const Op& op, const View& in, View* out);
+
+// Byte range [lo, hi) a view touches; lo == hi for an empty view.
+void ViewExtent(const View& v, const char** lo, const char** hi);
+
+}  // namespace tpu::host

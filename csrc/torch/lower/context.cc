@@ -1,0 +1,173 @@
+#include "torch/lower/context.h"
+
+#include <ATen/native/Resize.h>
+
+#include <atomic>
+#include <memory>
+
+#include "base/metrics.h"
+#include "base/options.h"
+#include "compiler/compiler.h"
+#include "torch/python_location.h"
+#include "torch/tensor_utils.h"
+
+namespace tpu::torch_bridge {
+namespace {
+
+std::atomic<int> g_mode{-1};
+
+struct QueuedLaunch {
+  Executor* executor;
+  Launch launch;
+};
+
+void CheckFinite(const char* op, const at::Tensor& out) {
+  if (!at::isFloatingType(out.scalar_type())) return;
+  View v = ViewOf(out);
+  auto cpu = at::from_blob(v.data, out.sizes(), out.strides(), at::TensorOptions().dtype(out.scalar_type()));
+  if (!at::isfinite(cpu).all().item<bool>()) {
+    TORCH_CHECK(false, op, " produced NaN or Inf in its output of shape ", out.sizes(),
+                " (torch_tpu debug mode with NaN checks on; set TORCH_TPU_CHECK_NAN=0 or "
+                "torch_tpu.set_check_nan(False) to turn this off)");
+  }
+}
+
+}  // namespace
+
+EagerMode GetEagerMode() {
+  int m = g_mode.load(std::memory_order_relaxed);
+  if (m < 0) {
+    m = Flags().eager_mode == "debug" ? 1 : 0;
+    g_mode.store(m, std::memory_order_relaxed);
+  }
+  return static_cast<EagerMode>(m);
+}
+
+void SetEagerMode(EagerMode mode) { g_mode.store(static_cast<int>(mode), std::memory_order_relaxed); }
+
+Lowering::Lowering(const char* op) : op_(op) {}
+
+int Lowering::AddParam(const TensorType& type, Binding binding) {
+  params_.push_back(std::move(binding));
+  return builder_.Param(type);
+}
+
+int Lowering::Input(const at::Tensor& t) {
+  TORCH_CHECK(t.defined(), op_, ": expected a tensor argument but got an undefined tensor");
+  if (IsCpuScalar(t)) return Scalar(t.item(), t.scalar_type());
+  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, op_,
+              ": expected all tensors to be on the same device, but found at least two devices, ",
+              device_ >= 0 ? "tpu:" + std::to_string(device_) : std::string("tpu"), " and ", t.device(),
+              "! (move the tensor with .to('tpu'))");
+  int dev = t.device().index() < 0 ? 0 : t.device().index();
+  if (device_ < 0) device_ = dev;
+  TORCH_CHECK(device_ == dev, op_, ": expected all tensors to be on the same device, but found at least two devices, tpu:",
+              device_, " and tpu:", dev, "!");
+  View v = ViewOf(t);
+  TensorType type{v.dtype, v.dims};
+  return AddParam(type, Binding(BufferOf(t), std::move(v)));
+}
+
+int Lowering::Input(const at::Tensor& t, at::ScalarType dtype) {
+  return builder_.ConvertIfNeeded(Input(t), ToDType(dtype));
+}
+
+int Lowering::Scalar(const at::Scalar& s, at::ScalarType dtype) {
+  DType dt = ToDType(dtype);
+  alignas(8) unsigned char bytes[8] = {};
+  switch (dt) {
+    case DType::kF32: { float v = s.toFloat(); std::memcpy(bytes, &v, 4); break; }
+    case DType::kF64: { double v = s.toDouble(); std::memcpy(bytes, &v, 8); break; }
+    case DType::kBF16: { at::BFloat16 v = s.toBFloat16(); std::memcpy(bytes, &v, 2); break; }
+    case DType::kF16: { at::Half v = s.toHalf(); std::memcpy(bytes, &v, 2); break; }
+    case DType::kI64: case DType::kU64: { int64_t v = s.toLong(); std::memcpy(bytes, &v, 8); break; }
+    case DType::kI32: case DType::kU32: { int32_t v = static_cast<int32_t>(s.toLong()); std::memcpy(bytes, &v, 4); break; }
+    case DType::kI16: { int16_t v = s.toShort(); std::memcpy(bytes, &v, 2); break; }
+    case DType::kI8: { int8_t v = s.toChar(); std::memcpy(bytes, &v, 1); break; }
+    case DType::kU8: { uint8_t v = s.toByte(); std::memcpy(bytes, &v, 1); break; }
+    case DType::kBool: { bytes[0] = s.toBool() ? 1 : 0; break; }
+  }
+  return AddParam(TensorType{dt, {}}, Binding::Scalar(dt, bytes));
+}
+
+int Lowering::ScalarU64Pair(uint64_t a, uint64_t b) {
+  // Two words do not fit a scalar binding: use a small device buffer.
+  auto buf = DeviceFor(device_ < 0 ? CurrentDeviceIndex() : device_).allocator().Allocate(16);
+  Check(buf.status());
+  Buffer* buffer = buf.value();
+  uint64_t* p = static_cast<uint64_t*>(buffer->data());
+  p[0] = a;
+  p[1] = b;
+  View v{buffer->data(), DType::kU64, {2}, {1}};
+  int id = AddParam(TensorType{DType::kU64, {2}}, Binding(buffer, std::move(v)));
+  buffer->Release();  // the binding holds its own reference
+  return id;
+}
+
+void Lowering::Output(int value, const at::Tensor& out) {
+  TORCH_CHECK(out.device().type() == c10::DeviceType::PrivateUse1, op_,
+              ": expected the output tensor on the tpu device, got ", out.device());
+  int dev = out.device().index() < 0 ? 0 : out.device().index();
+  if (device_ < 0) device_ = dev;
+  TORCH_CHECK(device_ == dev, op_, ": output is on tpu:", dev, " but inputs are on tpu:", device_);
+  value = builder_.ConvertIfNeeded(value, ToDType(out.scalar_type()));
+  TORCH_INTERNAL_ASSERT(builder_.TypeOf(value).dims == Dims(out.sizes().begin(), out.sizes().end()),
+                        op_, ": lowered result has shape ", DimsToString(builder_.TypeOf(value).dims),
+                        " but the output tensor has shape ", out.sizes());
+  outputs_.emplace_back(value, out);
+}
+
+void Lowering::CaptureLocation() { location_ = UserSourceLocation(); }
+
+void Lowering::Run() {
+  static Counter* executions = GetCounter("executions");
+  for (auto& [value, out] : outputs_) builder_.Result(value);
+  auto graph = builder_.Finish();
+  if (!graph.ok()) ThrowStatus(Internal(std::string(op_) + ": " + graph.status().message()));
+  auto exe = CompileCache::Get().GetOrCompile(std::move(graph).value(), op_);
+  Check(exe.status());
+  Device& dev = DeviceFor(device_ < 0 ? CurrentDeviceIndex() : device_);
+  auto queued = std::make_shared<QueuedLaunch>();
+  queued->executor = &dev.executor();
+  queued->launch.executable = std::move(exe).value();
+  queued->launch.params = std::move(params_);
+  for (auto& [value, out] : outputs_) queued->launch.results.emplace_back(BufferOf(out), ViewOf(out));
+  uint64_t seq = dev.queue().Enqueue([queued] { return queued->executor->Run(queued->launch); },
+                                     TaskContext{op_, std::move(location_)});
+  for (const Binding& b : queued->launch.params)
+    if (b.buffer()) b.buffer()->MarkUse(seq);
+  for (const Binding& b : queued->launch.results) b.buffer()->MarkUse(seq);
+  executions->Add();
+  if (GetEagerMode() == EagerMode::kDebug) {
+    Check(dev.queue().WaitFor(seq));
+    if (Flags().check_nan)
+      for (auto& [value, out] : outputs_) CheckFinite(op_, out);
+  }
+}
+
+at::Tensor EmptyLike(at::IntArrayRef sizes, at::ScalarType dtype, const at::Tensor& like) {
+  return at::empty(sizes, at::TensorOptions().dtype(dtype).device(like.device()));
+}
+
+void ResizeOut(const at::Tensor& out, at::IntArrayRef sizes) {
+  TORCH_CHECK(out.device().type() == c10::DeviceType::PrivateUse1,
+              "expected the out= tensor on the tpu device, got ", out.device());
+  if (out.sizes() != sizes) at::native::resize_output(const_cast<at::Tensor&>(out), sizes);
+}
+
+void CheckSameDevice(const char* op, std::initializer_list<const at::Tensor*> tensors) {
+  c10::optional<c10::Device> dev;
+  for (const at::Tensor* t : tensors) {
+    if (!t->defined() || IsCpuScalar(*t)) continue;
+    if (!dev) dev = t->device();
+    TORCH_CHECK(t->device() == *dev, op, ": expected all tensors to be on the same device, but found at least two devices, ",
+                *dev, " and ", t->device(), "!");
+  }
+}
+
+int TensorOrScalar(Lowering& l, const at::Tensor& t, at::ScalarType dtype) {
+  if (IsCpuScalar(t)) return l.Scalar(t.item(), dtype);
+  return l.Input(t, dtype);
+}
+
+}  // namespace tpu::torch_bridge

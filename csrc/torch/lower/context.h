@@ -1,0 +1,64 @@
+// Lowering: how an ATen kernel turns one op into IR and hands it to the execution policy.
+//
+//   Lowering l("aten::add.out");
+//   int a = l.Input(self), b = l.Input(other);
+//   l.Output(l.b().Binary(OpCode::kAdd, a, b), out);
+//   l.Run();
+//
+// Input() binds a device tensor's strided view as a parameter; Scalar() passes a number as a
+// rank-0 parameter (never a constant, so a changing learning rate does not recompile); Output()
+// binds a result to a tensor's view (converting to its dtype). Run() fingerprints the graph,
+// gets an Executable from the compile cache and applies the eager mode: strict enqueues and
+// returns, debug runs it synchronously and raises at the user's line.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "ir/builder.h"
+#include "runtime/device.h"
+
+namespace tpu::torch_bridge {
+
+enum class EagerMode : int { kStrict = 0, kDebug = 1 };
+EagerMode GetEagerMode();
+void SetEagerMode(EagerMode mode);
+
+class Lowering {
+ public:
+  // `op` must outlive the process (a string literal).
+  explicit Lowering(const char* op);
+  Builder& b() { return builder_; }
+
+  int Input(const at::Tensor& t);
+  // `t` converted to `dtype` (a no-op when it already is).
+  int Input(const at::Tensor& t, at::ScalarType dtype);
+  int Scalar(const at::Scalar& s, at::ScalarType dtype);
+  int ScalarU64Pair(uint64_t a, uint64_t b);  // ui64[2] parameter (rng state)
+  void Output(int value, const at::Tensor& out);
+  // Record the user's source line now (ops whose errors only show when the program runs).
+  void CaptureLocation();
+  void Run();
+
+ private:
+  int AddParam(const TensorType& type, Binding binding);
+  const char* op_;
+  Builder builder_;
+  std::vector<Binding> params_;
+  std::vector<std::pair<int, at::Tensor>> outputs_;
+  int device_ = -1;
+  std::string location_;
+};
+
+// Result helpers for kernels.
+at::Tensor EmptyLike(at::IntArrayRef sizes, at::ScalarType dtype, const at::Tensor& like);
+// Resizes an out= tensor as ATen does (warning-free when empty) and checks its device.
+void ResizeOut(const at::Tensor& out, at::IntArrayRef sizes);
+void CheckSameDevice(const char* op, std::initializer_list<const at::Tensor*> tensors);
+// Whether `t` is a CPU 0-dim tensor that ATen lets stand in for a scalar.
+inline bool IsCpuScalar(const at::Tensor& t) { return t.defined() && t.device().is_cpu() && t.dim() == 0; }
+// A tensor argument on the device or a CPU scalar tensor, as an IR value of `dtype`.
+int TensorOrScalar(Lowering& l, const at::Tensor& t, at::ScalarType dtype);
+
+}  // namespace tpu::torch_bridge

@@ -1,0 +1,35 @@
+#include "torch/lower/elementwise_util.h"
+
+#include <ATen/native/Resize.h>
+
+namespace tpu::torch_bridge {
+
+at::ScalarType ResultDType(ResultKind kind, at::ScalarType common) {
+  switch (kind) {
+    case ResultKind::kCommon: return common;
+    case ResultKind::kBool: return at::kBool;
+    case ResultKind::kFloat:
+      return at::isIntegralType(common, /*includeBool=*/true) ? at::typeMetaToScalarType(at::get_default_dtype())
+                                                              : common;
+  }
+  return common;
+}
+
+at::Tensor PrepareOut(const char* op, OutArg o, at::IntArrayRef shape, at::ScalarType result,
+                      const at::Tensor& like) {
+  const at::Tensor* out = o.t;
+  if (!out || !out->defined()) {
+    return at::empty(shape, at::TensorOptions().dtype(result).device(like.device()));
+  }
+  TORCH_CHECK(out->device().type() == c10::DeviceType::PrivateUse1, op,
+              ": expected the output on the tpu device, got ", out->device());
+  TORCH_CHECK(at::canCast(result, out->scalar_type()), "result type ", result,
+              " can't be cast to the desired output type ", out->scalar_type());
+  if (out->sizes() != shape) {
+    TORCH_CHECK(!o.inplace, "output with shape ", out->sizes(), " doesn't match the broadcast shape ", shape);
+    at::native::resize_output(*out, shape);
+  }
+  return *out;
+}
+
+}  // namespace tpu::torch_bridge

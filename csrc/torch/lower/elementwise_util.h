@@ -1,0 +1,91 @@
+// Shared machinery of the elementwise lowerings: TensorIterator-style type promotion and
+// broadcasting, computation in "opmath" (float32 for bfloat16/float16, as PyTorch's CPU kernels
+// do), and the functional / in-place / out= variants from one definition.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/TypeProperties.h>
+
+#include "torch/lower/context.h"
+#include "torch/tensor_utils.h"
+
+namespace tpu::torch_bridge {
+
+enum class ResultKind {
+  kCommon,  // result dtype = promoted dtype
+  kBool,    // comparisons and predicates
+  kFloat,   // integer inputs give the default float dtype (true division, exp, sqrt...)
+};
+
+inline at::ScalarType OpMath(at::ScalarType t) {
+  return (t == at::kBFloat16 || t == at::kHalf) ? at::kFloat : t;
+}
+
+inline Dims ToDims(at::IntArrayRef s) { return Dims(s.begin(), s.end()); }
+
+// A Python number as a wrapped-number tensor, so promotion treats it as PyTorch does.
+inline at::Tensor WrapScalar(const at::Scalar& s) {
+  at::Tensor t = at::scalar_to_tensor(s);
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return t;
+}
+
+// Where a result goes: a new tensor, `self` (in-place), or an out= tensor.
+struct OutArg {
+  const at::Tensor* t = nullptr;
+  bool inplace = false;
+};
+inline OutArg Functional() { return {}; }
+inline OutArg Inplace(const at::Tensor& self) { return {&self, true}; }
+inline OutArg Out(const at::Tensor& out) { return {&out, false}; }
+
+// Validates/allocates the output of an elementwise op like TensorIterator: broadcast shape,
+// can_cast(result, out dtype) for out=/in-place, and an in-place output that must not broadcast.
+at::Tensor PrepareOut(const char* op, OutArg out, at::IntArrayRef shape, at::ScalarType result,
+                      const at::Tensor& like);
+
+at::ScalarType ResultDType(ResultKind kind, at::ScalarType common);
+
+// fn(Lowering&, std::vector<int> inputs in compute dtype, DType compute) -> value (any dtype).
+template <typename F>
+at::Tensor LowerElementwise(const char* op, std::initializer_list<at::Tensor> inputs, OutArg out,
+                            ResultKind kind, F&& fn, std::optional<at::ScalarType> compute_override = {}) {
+  std::vector<at::Tensor> ins(inputs);
+  const at::Tensor* device_like = nullptr;
+  for (const auto& t : ins) {
+    TORCH_CHECK(t.defined(), op, ": got an undefined tensor argument");
+    if (t.device().type() == c10::DeviceType::PrivateUse1 && !device_like) device_like = &t;
+  }
+  if (!device_like && out.t) device_like = out.t;
+  TORCH_CHECK(device_like, op, ": no tensor argument is on the tpu device");
+  at::ScalarType common = ins[0].scalar_type();
+  if (ins.size() == 2) common = at::result_type(ins[0], ins[1]);
+  if (ins.size() >= 3) {
+    // Fold pairwise through ResultTypeState semantics.
+    at::native::ResultTypeState state = {};
+    for (const auto& t : ins) state = at::native::update_result_type_state(t, state);
+    common = at::native::result_type(state);
+  }
+  at::DimVector shape(ins[0].sizes());
+  for (size_t i = 1; i < ins.size(); ++i) shape = at::infer_size_dimvector(shape, ins[i].sizes());
+  at::ScalarType result = ResultDType(kind, common);
+  at::Tensor result_t = PrepareOut(op, out, shape, result, *device_like);
+  if (result_t.numel() == 0) return result_t;
+  at::ScalarType compute = compute_override.value_or(
+      kind == ResultKind::kFloat && !at::isFloatingType(common) ? result : common);
+  compute = OpMath(compute);
+  Lowering l(op);
+  Dims dims = ToDims(shape);
+  std::vector<int> vals;
+  for (const auto& t : ins) {
+    int v = IsCpuScalar(t) ? l.Scalar(t.item(), compute) : l.Input(t, compute);
+    vals.push_back(l.b().BroadcastTo(v, dims));
+  }
+  int r = fn(l, vals, ToDType(compute));
+  l.Output(r, result_t);
+  l.Run();
+  return result_t;
+}
+
+}  // namespace tpu::torch_bridge

@@ -1,0 +1,113 @@
+// The Python extension module torch_tpu._C: device registration, device queries, options,
+// eager modes, metrics. Each binding is a thin call into the layers below.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/Generator.h>
+
+#include "base/metrics.h"
+#include "base/options.h"
+#include "base/thread_pool.h"
+#include "compiler/compiler.h"
+#include "compiler/program_log.h"
+#include "torch/generator.h"
+#include "torch/lower/context.h"
+#include "torch/tensor_utils.h"
+
+namespace py = pybind11;
+using namespace tpu;
+using namespace tpu::torch_bridge;
+
+namespace {
+
+void CheckStatus(const Status& s) {
+  if (!s.ok()) throw py::value_error(s.message());
+}
+
+py::dict Properties(int index) {
+  const DeviceProperties& p = DeviceFor(index).properties();
+  py::dict d;
+  d["name"] = p.name;
+  d["chip"] = p.chip;
+  d["total_memory"] = p.memory_capacity;
+  d["hbm_bytes"] = p.hbm_bytes;
+  d["index"] = p.index;
+  d["backend"] = GetBackend().name();
+  return d;
+}
+
+py::dict MemoryStatsDict(int index) {
+  MemoryStats s = DeviceFor(index).allocator().stats();
+  py::dict d;
+  d["allocated_bytes.all.current"] = s.allocated;
+  d["allocated_bytes.all.peak"] = s.peak_allocated;
+  d["reserved_bytes.all.current"] = s.reserved;
+  d["reserved_bytes.all.peak"] = s.peak_reserved;
+  d["num_alloc_retries"] = 0;
+  d["num_ooms"] = s.num_ooms;
+  d["allocation.all.allocated"] = s.num_allocs;
+  d["allocation.all.freed"] = s.num_frees;
+  d["capacity"] = s.capacity;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torch_tpu native extension";
+  m.def("_register_device", [] {
+    RegisterDevice();
+    // Size the executor's pool once, before any kernel runs.
+    if (Flags().num_threads > 0) ThreadPool::Get().Resize(static_cast<int>(Flags().num_threads));
+  });
+  m.def("_set_num_threads", [](int n) { ThreadPool::Get().Resize(n); });
+  m.def("_get_num_threads", [] { return ThreadPool::Get().num_threads(); });
+  m.def("device_count", [] { return GetBackend().device_count(); });
+  m.def("current_device", [] { return CurrentDeviceIndex(); });
+  m.def("set_device", [](int i) { SetCurrentDeviceIndex(i); });
+  m.def("synchronize", [](int i) {
+    py::gil_scoped_release release;
+    SyncDevice(i < 0 ? CurrentDeviceIndex() : i);
+  });
+  m.def("get_device_properties", &Properties);
+  m.def("memory_stats", &MemoryStatsDict);
+  m.def("reset_peak_memory_stats", [](int i) { DeviceFor(i).allocator().ResetPeak(); });
+  m.def("reset_accumulated_memory_stats", [](int i) { DeviceFor(i).allocator().ResetAccumulated(); });
+  m.def("empty_cache", [] {
+    for (int i = 0; i < GetBackend().device_count(); ++i) GetBackend().device(i).allocator().EmptyCache();
+  });
+  m.def("mem_get_info", [](int i) {
+    MemoryStats s = DeviceFor(i).allocator().stats();
+    return py::make_tuple(s.capacity - s.reserved, s.capacity);
+  });
+  m.def("counters", [] { return CounterSnapshot(); });
+  m.def("reset_counters", [] { ResetCounters(); });
+  m.def("set_option", [](const std::string& name, const std::string& value) {
+    CheckStatus(Options::Get().Set(name, value));
+    if (name == "eager_mode") SetEagerMode(Flags().eager_mode == "debug" ? EagerMode::kDebug : EagerMode::kStrict);
+  });
+  m.def("get_option", [](const std::string& name) {
+    auto v = Options::Get().GetString(name);
+    CheckStatus(v.status());
+    return v.value();
+  });
+  m.def("options", [] {
+    py::list out;
+    for (const auto& info : Options::Get().infos()) {
+      py::dict d;
+      d["name"] = info.name;
+      d["env"] = info.env_var;
+      d["default"] = info.default_value;
+      d["value"] = Options::Get().GetString(info.name).value();
+      d["help"] = info.help;
+      out.append(d);
+    }
+    return out;
+  });
+  m.def("_default_generator", [](int i) {
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(DefaultGenerator(static_cast<c10::DeviceIndex>(i))));
+  });
+  m.def("compile_cache_size", [] { return CompileCache::Get().size(); });
+  m.def("clear_compile_cache", [] { CompileCache::Get().Clear(); });
+  m.def("_set_program_log", [](bool on) { SetProgramLog(on); });
+  m.def("_take_program_log", [] { return TakeProgramLog(); });
+}

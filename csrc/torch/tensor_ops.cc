@@ -1,0 +1,217 @@
+// Native tensor plumbing: factories, views, resize/set_, copies between host and device, and
+// reading a scalar. Views share the device buffer (never a copy), so in-place ops on views
+// update their base exactly as on CPU.
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/view_native.h>
+#include <torch/library.h>
+
+#include <cstring>
+
+#include "base/metrics.h"
+#include "torch/lower/context.h"
+#include "torch/tensor_utils.h"
+
+namespace tpu::torch_bridge {
+namespace {
+
+constexpr c10::DispatchKeySet kTpuKeys(c10::DispatchKey::PrivateUse1);
+
+void CheckDType(at::ScalarType t) {
+  TORCH_CHECK_NOT_IMPLEMENTED(IsSupported(t), "dtype ", t, " is not supported on the tpu device");
+}
+
+at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout, std::optional<at::Device> device,
+                               std::optional<bool> pin_memory,
+                               std::optional<at::MemoryFormat> memory_format) {
+  auto dt = dtype.value_or(at::get_default_dtype_as_scalartype());
+  CheckDType(dt);
+  c10::DeviceGuard guard(device.value_or(at::Device(c10::DeviceType::PrivateUse1)));
+  return at::detail::empty_generic(size, GetTpuAllocator(), kTpuKeys, dt, memory_format);
+}
+
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                         std::optional<at::Layout> layout, std::optional<at::Device> device,
+                         std::optional<bool> pin_memory) {
+  auto dt = dtype.value_or(at::get_default_dtype_as_scalartype());
+  CheckDType(dt);
+  c10::DeviceGuard guard(device.value_or(at::Device(c10::DeviceType::PrivateUse1)));
+  return at::detail::empty_strided_generic(size, stride, GetTpuAllocator(), kTpuKeys, dt);
+}
+
+// Waits for queued work on the storage, then grows it (the allocator copies the old bytes).
+void GrowStorage(const at::Tensor& self, size_t nbytes) {
+  const at::Storage& storage = self.storage();
+  if (nbytes <= storage.nbytes()) return;
+  if (storage.data_ptr().get_context()) SyncTensor(self);
+  at::native::resize_bytes_nocuda(storage, c10::SymInt(static_cast<int64_t>(nbytes)));
+}
+
+const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
+                          std::optional<at::MemoryFormat> memory_format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(size);
+  auto fmt = memory_format.value_or(at::MemoryFormat::Contiguous);
+  if (fmt != at::MemoryFormat::Preserve) impl->empty_tensor_restride(fmt);
+  size_t needed = at::detail::computeStorageNbytes(size, impl->strides(), self.dtype().itemsize(),
+                                                   self.storage_offset());
+  GrowStorage(self, needed);
+  return self;
+}
+
+at::Tensor& set_source_storage_offset(at::Tensor& self, at::Storage source, int64_t offset,
+                                      at::IntArrayRef size, at::IntArrayRef stride) {
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_keep_dtype(std::move(source));
+  impl->set_storage_offset(offset);
+  impl->set_sizes_and_strides(size, stride);
+  size_t needed = at::detail::computeStorageNbytes(size, stride, self.dtype().itemsize(), offset);
+  GrowStorage(self, needed);
+  return self;
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, at::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return set_source_storage_offset(self, std::move(source), 0, {n}, {1});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& src) {
+  return set_source_storage_offset(self, src.storage(), src.storage_offset(), src.sizes(), src.strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  at::Storage storage(at::Storage::use_byte_size_t(), 0, GetTpuAllocator(), true);
+  return set_source_storage_offset(self, std::move(storage), 0, {0}, {});
+}
+
+// A CPU tensor aliasing a device tensor's memory (host memory on the host executor).
+at::Tensor HostAlias(const at::Tensor& t) {
+  View v = ViewOf(t);
+  return at::from_blob(v.data, t.sizes(), t.strides(), at::TensorOptions().dtype(t.scalar_type()));
+}
+
+void CountTransfer(const char* dir, int64_t bytes) {
+  static Counter* h2d = GetCounter("transfers_to_device");
+  static Counter* h2d_bytes = GetCounter("transfer_bytes_to_device");
+  static Counter* d2h = GetCounter("transfers_to_host");
+  static Counter* d2h_bytes = GetCounter("transfer_bytes_to_host");
+  if (dir[0] == 'h') {
+    h2d->Add();
+    h2d_bytes->Add(bytes);
+  } else {
+    d2h->Add();
+    d2h_bytes->Add(bytes);
+  }
+}
+
+// Device-side copy with dtype conversion and broadcasting, as one program on the queue.
+void DeviceCopy(const at::Tensor& src, const at::Tensor& dst) {
+  Lowering l("aten::copy_");
+  int v = l.Input(src);
+  v = l.b().ConvertIfNeeded(v, ToDType(dst.scalar_type()));
+  v = l.b().BroadcastTo(v, Dims(dst.sizes().begin(), dst.sizes().end()));
+  l.Output(v, dst);
+  l.Run();
+}
+
+// Host -> device. The host data is snapshotted before returning, so the caller may reuse it.
+void HostToDevice(const at::Tensor& src, const at::Tensor& dst) {
+  at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  int64_t bytes = host.numel() * host.element_size();
+  CountTransfer("h2d", bytes);
+  if (bytes == 0) return;
+  Buffer* buffer = BufferOf(dst);
+  Queue& q = DeviceOf(dst).queue();
+  if (dst.is_contiguous() && q.Done(buffer->last_use())) {
+    // No queued program touches the buffer: write it directly.
+    std::memcpy(ViewOf(dst).data, host.data_ptr(), bytes);
+    return;
+  }
+  at::Tensor staging = at::empty(dst.sizes(), dst.options());
+  std::memcpy(ViewOf(staging).data, host.data_ptr(), bytes);
+  DeviceCopy(staging, dst);
+}
+
+at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(IsSupported(self.scalar_type()) && IsSupported(dst.scalar_type()),
+              "copy between ", self.scalar_type(), " and ", dst.scalar_type(), " is not supported on the tpu device");
+  bool src_dev = self.device().type() == c10::DeviceType::PrivateUse1;
+  bool dst_dev = dst.device().type() == c10::DeviceType::PrivateUse1;
+  if (dst.numel() == 0) return dst;
+  if (src_dev && dst_dev) {
+    if (self.device() == dst.device()) {
+      DeviceCopy(self, dst);
+    } else {
+      SyncTensor(self);
+      HostToDevice(HostAlias(self), dst);
+    }
+  } else if (dst_dev) {
+    TORCH_CHECK(self.device().is_cpu(), "copy from ", self.device(), " to tpu is not supported: move it to the CPU first");
+    HostToDevice(self, dst);
+  } else {
+    TORCH_CHECK(dst.device().is_cpu(), "copy from tpu to ", dst.device(), " is not supported: copy to the CPU first");
+    SyncTensor(self);
+    CountTransfer("d2h", self.numel() * self.element_size());
+    const_cast<at::Tensor&>(dst).copy_(HostAlias(self));
+  }
+  return dst;
+}
+
+at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) const_cast<at::Tensor&>(dst).resize_(self.sizes());
+  return ::tpu::torch_bridge::_copy_from(self, dst, false);
+}
+
+at::Scalar _local_scalar_dense(const at::Tensor& self) {
+  SyncTensor(self);
+  CountTransfer("d2h", self.element_size());
+  return HostAlias(self).item();
+}
+
+at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
+  if (self.numel() == 0) return self;
+  Lowering l("aten::fill_");
+  int v = l.Scalar(value, self.scalar_type());
+  l.Output(l.b().BroadcastTo(v, Dims(self.sizes().begin(), self.sizes().end())), self);
+  l.Run();
+  return self;
+}
+
+at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
+              value.dim(), " dimensions.");
+  if (self.numel() == 0) return self;
+  Lowering l("aten::fill_");
+  int v = TensorOrScalar(l, value, self.scalar_type());
+  l.Output(l.b().BroadcastTo(v, Dims(self.sizes().begin(), self.sizes().end())), self);
+  l.Run();
+  return self;
+}
+
+at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("as_strided", at::native::as_strided_tensorimpl);
+  m.impl("view", at::native::view);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("resize_", resize_);
+  m.impl("set_.source_Storage", set_source_storage);
+  m.impl("set_.source_Storage_storage_offset", set_source_storage_offset);
+  m.impl("set_.source_Tensor", set_source_tensor);
+  m.impl("set_", set_empty);
+  m.impl("_copy_from", _copy_from);
+  m.impl("_copy_from_and_resize", _copy_from_and_resize);
+  m.impl("_local_scalar_dense", _local_scalar_dense);
+  m.impl("fill_.Scalar", fill_scalar);
+  m.impl("fill_.Tensor", fill_tensor);
+  m.impl("zero_", zero_);
+}
+
+}  // namespace tpu::torch_bridge

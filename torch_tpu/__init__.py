@@ -1,0 +1,61 @@
+"""torch_tpu: a native PyTorch backend for TPU-class accelerators.
+
+``import torch_tpu`` registers the ``tpu`` device (PyTorch's PrivateUse1 slot), the
+``torch.tpu`` module and the tensor/module/storage ``.tpu()`` methods. The default device
+implementation is the host executor, which runs the compiled programs on the CPU.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import _compat
+
+_registered = False
+
+
+def _register() -> None:
+    global _registered
+    if _registered:
+        return
+    from . import _C  # noqa: F401  (loads the kernels and the runtime)
+    from . import _tpu_module as _device_module
+
+    _C._register_device()
+    if torch._C._get_privateuse1_backend_name() != "tpu":
+        torch.utils.rename_privateuse1_backend("tpu")
+    if not hasattr(torch, "tpu"):
+        torch._register_device_module("tpu", _device_module)
+    _compat.generate_methods()
+    _compat.register_autocast_dtype()
+    _registered = True
+
+
+def _autoload() -> None:
+    """Entry point of PyTorch's ``torch.backends`` group, run at the end of ``import torch``.
+
+    It must never raise: a failure here would break ``import torch`` for the user.
+    """
+    try:
+        _register()
+    except Exception as e:  # pragma: no cover - reported, never raised
+        import warnings
+
+        warnings.warn(f"torch_tpu could not register the tpu device: {e}")
+
+
+_register()
+
+from . import metrics  # noqa: E402
+from ._tpu_module import *  # noqa: E402,F401,F403
+from .modes import eager_mode, get_eager_mode, set_check_nan, set_eager_mode  # noqa: E402,F401
+from . import config  # noqa: E402,F401
+
+__all__ = [
+    "device",
+    "eager_mode",
+    "get_eager_mode",
+    "set_eager_mode",
+    "set_check_nan",
+    "metrics",
+    "config",
+]

@@ -1,0 +1,40 @@
+"""Counters of what the device did: executions, compiles, compile-cache hits/misses, host syncs,
+transfers and bytes, and one ``fallback/aten::name`` counter per op that ran on the CPU."""
+from __future__ import annotations
+
+from . import _C
+
+
+def counters() -> dict[str, int]:
+    return dict(_C.counters())
+
+
+def reset() -> None:
+    _C.reset_counters()
+
+
+def fallback_ops() -> dict[str, int]:
+    """Ops that ran through the CPU fallback, with their counts."""
+    return {k[len("fallback/"):]: v for k, v in counters().items() if k.startswith("fallback/") and v}
+
+
+def report() -> str:
+    c = counters()
+    get = lambda k: c.get(k, 0)  # noqa: E731
+    lines = [
+        "torch_tpu metrics",
+        f"  executions           {get('executions')}",
+        f"  compiles             {get('compiles')}  ({get('compile_time_ns') / 1e6:.1f} ms)",
+        f"  compile cache        {get('compile_cache_hits')} hits, {get('compile_cache_misses')} misses",
+        f"  host syncs           {get('host_syncs')}",
+        f"  to device            {get('transfers_to_device')} transfers, {get('transfer_bytes_to_device')} bytes",
+        f"  to host              {get('transfers_to_host')} transfers, {get('transfer_bytes_to_host')} bytes",
+    ]
+    fb = fallback_ops()
+    if fb:
+        lines.append(f"  CPU fallback ops     {sum(fb.values())} calls:")
+        for name, n in sorted(fb.items(), key=lambda kv: -kv[1]):
+            lines.append(f"    {name:<40} {n}")
+    else:
+        lines.append("  CPU fallback ops     none")
+    return "\n".join(lines)

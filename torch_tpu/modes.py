@@ -1,0 +1,41 @@
+"""Eager execution modes.
+
+* ``strict`` (default): each op is lowered, compiled (cached) and queued; the call returns at once
+  and the device runs ops in order. Errors that depend on data (an index out of range) are raised
+  at the next sync point (``.item()``, ``.cpu()``, ``print``, ``torch.tpu.synchronize()``), naming
+  the op and the source line that issued it.
+* ``debug``: each op runs synchronously and raises at the line that caused it; with
+  ``TORCH_TPU_CHECK_NAN=1`` (or ``set_check_nan(True)``) the first op producing NaN/Inf raises.
+"""
+from __future__ import annotations
+
+import contextlib
+
+from . import _C
+
+_MODES = ("strict", "debug")
+
+
+def set_eager_mode(mode: str) -> None:
+    if mode not in _MODES:
+        raise ValueError(f"unknown eager mode {mode!r}; expected one of {_MODES}")
+    _C.synchronize(-1)
+    _C.set_option("eager_mode", mode)
+
+
+def get_eager_mode() -> str:
+    return _C.get_option("eager_mode")
+
+
+@contextlib.contextmanager
+def eager_mode(mode: str):
+    previous = get_eager_mode()
+    set_eager_mode(mode)
+    try:
+        yield
+    finally:
+        set_eager_mode(previous)
+
+
+def set_check_nan(enabled: bool) -> None:
+    _C.set_option("check_nan", "1" if enabled else "0")
