@@ -1,0 +1,74 @@
+"""Shared test helpers: run the same function on CPU and on the tpu device and compare.
+
+Tolerances: float32 results of the host executor differ from PyTorch's CPU kernels only by
+summation order and vectorized math (1-2 ulp), so float32 comparisons use rtol=1.3e-6/atol=1e-5
+(torch.testing defaults) unless a test states a reason for more. bfloat16 uses its defaults
+(rtol=1.6e-2, atol=1e-5).
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+
+import pytest
+import torch
+
+import torch_tpu
+
+
+@pytest.fixture(params=["strict", "debug"])
+def mode(request):
+    """Runs a test in each eager mode."""
+    with torch_tpu.eager_mode(request.param):
+        yield request.param
+
+
+@pytest.fixture
+def no_fallback():
+    """Fails the test if any op ran through the CPU fallback."""
+    torch_tpu.metrics.reset()
+    yield
+    fb = torch_tpu.metrics.fallback_ops()
+    assert not fb, f"ops fell back to the CPU: {fb}"
+
+
+def to_tpu(x):
+    if isinstance(x, torch.Tensor):
+        return x.to("tpu")
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_tpu(v) for v in x)
+    if isinstance(x, dict):
+        return {k: to_tpu(v) for k, v in x.items()}
+    return x
+
+
+def to_cpu(x):
+    if isinstance(x, torch.Tensor):
+        return x.cpu()
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_cpu(v) for v in x)
+    if isinstance(x, dict):
+        return {k: to_cpu(v) for k, v in x.items()}
+    return x
+
+
+def check_same(fn, *args, rtol=None, atol=None, check_dtype=True, **kwargs):
+    """fn(*args) on CPU vs fn(*args moved to tpu): values, dtypes and shapes must match."""
+    expected = fn(*args, **kwargs)
+    actual = fn(*to_tpu(args), **to_tpu(kwargs))
+    _assert_tree_close(to_cpu(actual), expected, rtol, atol, check_dtype)
+    return actual
+
+
+def _assert_tree_close(actual, expected, rtol, atol, check_dtype):
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), f"expected a tensor, got {type(actual)}"
+        torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, check_dtype=check_dtype,
+                                   equal_nan=True)
+    elif isinstance(expected, (list, tuple)):
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            _assert_tree_close(a, e, rtol, atol, check_dtype)
+    else:
+        assert actual == expected, f"{actual!r} != {expected!r}"
