@@ -127,8 +127,8 @@ at::Tensor Addmm(const at::Tensor& self, const at::Tensor& m1, const at::Tensor&
               m1.scalar_type(), " and ", m2.scalar_type());
   CheckSupported("addmm", m1.scalar_type());
   Dims dims{m1.size(0), m2.size(1)};
+  at::Tensor result = Result(self, o, dims, m1.scalar_type());  // (the in-place shape check first)
   CheckExpandable(self, dims);
-  at::Tensor result = Result(self, o, dims, m1.scalar_type());
   Emit("aten::addmm", m1, m2, kMatrix, result, &self, beta, alpha);
   return result;
 }
@@ -186,8 +186,8 @@ at::Tensor Addbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tensor
               b1.scalar_type(), " and ", b2.scalar_type());
   CheckSupported("addbmm", b1.scalar_type());
   Dims dims{b1.size(1), b2.size(2)};
-  CheckExpandable(self, dims);
   at::Tensor result = Result(self, o, dims, b1.scalar_type());
+  CheckExpandable(self, dims);
   Emit("aten::addbmm", b1, b2, kBatchSum, result, &self, beta, alpha);
   return result;
 }
