@@ -134,7 +134,8 @@ at::Tensor Huber(const at::Tensor& self, const at::Tensor& target, int64_t reduc
 }
 
 // d/dx of both: -k for x - y <= -t, k for x - y >= t, else (x - y) * k / t, with (k, t) = (1, beta)
-// for smooth_l1 and (delta, delta) for huber (checked in this order, as PyTorch does at 0).
+// for smooth_l1 and (delta, delta) for huber, checked in this order as PyTorch does (so beta == 0
+// gives -1 at x == y, and the division by zero is never selected).
 int ClippedSlope(Lowering& l, V x, V y, double t, bool huber) {
   Builder& b = l.b();
   int d = Bin(b, OpCode::kSubtract, x, y);
@@ -152,11 +153,7 @@ at::Tensor SmoothL1Backward(const at::Tensor& g, const at::Tensor& self, const a
                             double beta, const at::Tensor* out) {
   TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
   return LossBackward("smooth_l1_loss_backward", "aten::smooth_l1_loss_backward", g, self, target, reduction, out,
-                      [&](Lowering& l, V x, V y) {
-                        // beta == 0 is the l1 loss, whose gradient is sign(x - y) (0 at 0)
-                        if (beta == 0) return l.b().Unary(OpCode::kSign, Bin(l.b(), OpCode::kSubtract, x, y));
-                        return ClippedSlope(l, x, y, beta, false);
-                      });
+                      [&](Lowering& l, V x, V y) { return ClippedSlope(l, x, y, beta, false); });
 }
 
 at::Tensor HuberBackward(const at::Tensor& g, const at::Tensor& self, const at::Tensor& target, int64_t reduction,
