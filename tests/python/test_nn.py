@@ -19,6 +19,7 @@ OWN = {"aten::_softmax", "aten::_log_softmax", "aten::_softmax_backward_data", "
        "aten::nll_loss_backward", "aten::nll_loss2d_forward", "aten::nll_loss2d_backward", "aten::mse_loss",
        "aten::mse_loss_backward", "aten::smooth_l1_loss", "aten::smooth_l1_loss_backward", "aten::huber_loss",
        "aten::huber_loss_backward", "aten::binary_cross_entropy", "aten::binary_cross_entropy_backward",
+       "aten::binary_cross_entropy_with_logits",
        "aten::mm", "aten::addmm", "aten::bmm"}
 
 
@@ -319,6 +320,22 @@ def test_binary_cross_entropy(mode, no_fallback, reduction):
     grads_match(lambda p, t: F.binary_cross_entropy(p, t, reduction=reduction), p, t, diff=(0,))
     grads_match(lambda p, t, w: F.binary_cross_entropy(p, t, w, reduction=reduction), p, t, w, diff=(0,))
     check_same(lambda p, t: F.binary_cross_entropy(p, t, reduction=reduction), p.bfloat16(), t.bfloat16())
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_binary_cross_entropy_with_logits(mode, no_fallback, reduction):
+    x, t = torch.randn(4, 6) * 3, torch.rand(4, 6)
+    x[0, :2] = torch.tensor([40.0, -40.0])  # stable far from 0
+    w, pw = torch.rand(6), torch.rand(6) * 2
+    fn = lambda x, t, w, pw: F.binary_cross_entropy_with_logits(x, t, w, pos_weight=pw, reduction=reduction)  # noqa
+    check_same(fn, x, t, None, None)
+    check_same(fn, x, t, w, pw)
+    check_same(fn, x.t(), t.t(), None, pw[:4])
+
+
+def test_binary_cross_entropy_with_logits_grad(mode, own_native):
+    x, t, pw = torch.randn(4, 6) * 3, torch.rand(4, 6), torch.rand(6) * 2
+    grads_match(lambda x, t, pw: F.binary_cross_entropy_with_logits(x, t, pos_weight=pw), x, t, pw, diff=(0, 1))
 
 
 def _host_log_has_ieee_edges():

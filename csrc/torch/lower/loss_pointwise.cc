@@ -1,5 +1,5 @@
-// Pointwise losses: mse_loss, smooth_l1_loss, huber_loss, binary_cross_entropy and their backward
-// ops -> elementwise + reduce IR. Hyper-parameters (beta, delta) are runtime scalars.
+// Pointwise losses: mse_loss, smooth_l1_loss, huber_loss, binary_cross_entropy (+ with_logits) and
+// their backward ops -> elementwise + reduce IR. Hyper-parameters (beta, delta) are runtime scalars.
 //
 // A mean/sum reduces the elementwise loss after rounding it to the result dtype, because
 // PyTorch's CPU kernels store the elementwise loss in that dtype first (it matters for bfloat16).
@@ -237,6 +237,46 @@ at::Tensor BceBackward(const at::Tensor& grad, const at::Tensor& self, const at:
   return result;
 }
 
+// binary_cross_entropy_with_logits is CompositeExplicitAutograd (its autograd formula stays
+// PyTorch's); this kernel replaces the composite's chain of eager ops with one program:
+// loss = (1 - y) * x - log_sigmoid(x) * (1 + (pos_weight - 1) * y), log_sigmoid(x) =
+// min(x, 0) - log1p(exp(-|x|)), stable for any x.
+at::Tensor BceWithLogits(const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight,
+                         const at::Tensor& pos_weight, int64_t reduction) {
+  CheckSameDevice("binary_cross_entropy_with_logits", {&self, &target, &weight, &pos_weight});
+  at::ScalarType t = at::result_type(self, target);
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"binary_cross_entropy_with_logits\" not implemented for '", t,
+                              "'");
+  // The composite computes in place on (1 - target): every operand broadcasts to target's shape.
+  for (const at::Tensor* o : {&self, &weight, &pos_weight}) {
+    if (!o->defined()) continue;
+    auto shape = at::infer_size_dimvector(target.sizes(), o->sizes());
+    TORCH_CHECK(at::IntArrayRef(shape) == target.sizes(), "output with shape ", target.sizes(),
+                " doesn't match the broadcast shape ", at::IntArrayRef(shape));
+  }
+  bool reduce = reduction != None;
+  at::Tensor result = EmptyLike(reduce ? at::IntArrayRef() : target.sizes(), t, self);
+  if (result.numel() == 0) return result;
+  if (target.numel() == 0) return result.fill_(reduction == Mean ? std::numeric_limits<double>::quiet_NaN() : 0.0);
+  Lowering l("aten::binary_cross_entropy_with_logits");
+  Builder& b = l.b();
+  at::ScalarType ct = OpMath(t);
+  Dims dims = ToDims(target.sizes());
+  auto in = [&](const at::Tensor& v) { return b.BroadcastTo(l.Input(v, ct), dims); };
+  int x = in(self), y = in(target);
+  int one = b.ScalarLike(1, x);
+  int softplus_neg = b.Unary(OpCode::kLog1p, b.Unary(OpCode::kExp, b.Unary(OpCode::kNegate, b.Unary(OpCode::kAbs, x))));
+  int log_sig = Bin(b, OpCode::kSubtract, Bin(b, OpCode::kMinimum, x, b.ScalarLike(0, x)), softplus_neg);
+  if (pos_weight.defined())
+    log_sig = Bin(b, OpCode::kMultiply, log_sig,
+                  Bin(b, OpCode::kAdd, Bin(b, OpCode::kMultiply, Bin(b, OpCode::kSubtract, in(pos_weight), one), y), one));
+  int v = Bin(b, OpCode::kSubtract, Bin(b, OpCode::kMultiply, Bin(b, OpCode::kSubtract, one, y), x), log_sig);
+  if (weight.defined()) v = Bin(b, OpCode::kMultiply, v, in(weight));
+  l.Output(reduce ? ReduceLoss(b, v, t, reduction) : v, result);
+  l.Run();
+  return result;
+}
+
 // ---- registered forms ------------------------------------------------------------------------
 const at::Tensor& Opt(const std::optional<at::Tensor>& t) {
   static const at::Tensor kUndefined;
@@ -261,6 +301,7 @@ T bce(const T& s, const T& t, const OT& w, int64_t r) { return Bce(s, t, Opt(w),
 T& bce_out(const T& s, const T& t, const OT& w, int64_t r, T& out) { Bce(s, t, Opt(w), r, &out); return out; }
 T bce_backward(const T& g, const T& s, const T& t, const OT& w, int64_t r) { return BceBackward(g, s, t, Opt(w), r, nullptr); }
 T& bce_backward_out(const T& g, const T& s, const T& t, const OT& w, int64_t r, T& out) { BceBackward(g, s, t, Opt(w), r, &out); return out; }
+T bce_logits(const T& s, const T& t, const OT& w, const OT& pw, int64_t r) { return BceWithLogits(s, t, Opt(w), Opt(pw), r); }
 
 }  // namespace
 
@@ -281,6 +322,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("binary_cross_entropy.out", bce_out);
   m.impl("binary_cross_entropy_backward", bce_backward);
   m.impl("binary_cross_entropy_backward.grad_input", bce_backward_out);
+  m.impl("binary_cross_entropy_with_logits", bce_logits);
 }
 
 }  // namespace tpu::torch_bridge
