@@ -130,7 +130,8 @@ std::tuple<at::Tensor, at::Tensor> NllForward(const char* op, const at::Tensor& 
   at::ScalarType ct = OpMath(t);
   DType c = ToDType(ct);
   Target tgt = LowerTarget(l, target, ts, ignore_index);
-  int picked = PickTarget(b, l.Input(self, ct), ClassDim(self), tgt, ts);
+  // Gather in the input's dtype: only the picked values are converted, not the whole input.
+  int picked = b.ConvertIfNeeded(PickTarget(b, l.Input(self), ClassDim(self), tgt, ts), c);
   l.CaptureLocation();  // the gather may fail when the program runs: name the user's line
   int w = TargetWeight(l, weight, tgt, ts, c);
   int zero = nn::Fill(b, 0, c, ts);

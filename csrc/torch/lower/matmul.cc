@@ -2,9 +2,9 @@
 //
 // Operands enter as their strided views: the executor hands them to oneDNN with their strides,
 // so a transposed weight (linear's weight.t()) is read in place and never copied here. The
-// beta * self + alpha * product terms are an elementwise epilogue after the product. bfloat16 and
-// float16 products accumulate in float32 inside oneDNN; a product with an epilogue is returned in
-// float32 so the whole expression rounds once, as PyTorch's CPU kernels do.
+// beta * self + alpha * product terms are an elementwise epilogue after the product. bfloat16
+// products accumulate in float32 inside oneDNN; a product with an epilogue is returned in float32
+// so the whole expression rounds once, as PyTorch's CPU kernels do.
 #include <ATen/ExpandUtils.h>
 #include <torch/library.h>
 
@@ -38,19 +38,17 @@ at::ScalarType ComputeType(at::ScalarType t) {
   return t;
 }
 
-// lhs · rhs. `rounded`: a floating result keeps the operand dtype (the plain product);
-// otherwise it is in ComputeType, ready for an epilogue.
+// lhs · rhs. `rounded`: the plain product, returned in the operand dtype (bfloat16 rounds once
+// inside oneDNN); otherwise in ComputeType, ready for an epilogue.
 int Product(Lowering& l, const at::Tensor& lhs, const at::Tensor& rhs, const DotDims& d, bool rounded,
             const Dims& out_dims) {
   at::ScalarType t = lhs.scalar_type();
-  at::ScalarType ct = ComputeType(t);
-  at::ScalarType result = at::isFloatingType(t) && rounded ? t : ct;
+  // float16 operands run as float32: oneDNN has no CPU float16 matmul without native float16
+  // hardware (this host has none), and a float32 product rounded once is what PyTorch's CPU gives.
+  at::ScalarType operand = t == at::kHalf ? at::kFloat : (at::isFloatingType(t) ? t : ComputeType(t));
+  at::ScalarType result = rounded ? operand : ComputeType(t);
   // An empty contraction: the product is zeros (and the empty operands are not bound).
   if (lhs.numel() == 0 || rhs.numel() == 0) return nn::Fill(l.b(), 0, ToDType(result), out_dims);
-  // float16 products run in float32 (oneDNN's CPU f16 matmul needs AVX512-FP16): the same single
-  // rounding of a float32 accumulator that PyTorch's CPU kernel does.
-  at::ScalarType operand = t == at::kHalf ? at::kFloat : (at::isFloatingType(t) ? t : ct);
-  if (t == at::kHalf) result = at::kFloat;
   int a = l.Input(lhs, operand), b = l.Input(rhs, operand);
   return l.b().DotGeneral(a, b, d.lhs_batch, d.rhs_batch, d.lhs_contract, d.rhs_contract, ToDType(result));
 }
