@@ -22,7 +22,7 @@
 namespace tpu::torch_bridge {
 namespace {
 
-using Axes = std::vector<int64_t>;
+using Axes = Dims;
 
 // Writes the value a reduction over no elements gives; true when there is nothing to lower.
 bool EmptyCase(const at::Tensor& self, const at::Tensor& out, double empty_value) {

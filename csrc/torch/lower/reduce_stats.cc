@@ -13,7 +13,7 @@
 namespace tpu::torch_bridge {
 namespace {
 
-using Axes = std::vector<int64_t>;
+using Axes = Dims;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 

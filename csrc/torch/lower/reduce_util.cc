@@ -50,14 +50,14 @@ int Identity(Lowering& l, ReduceKind kind, DType t) {
 
 }  // namespace
 
-int ReduceAlong(Lowering& l, int x, const std::vector<int64_t>& axes, ReduceKind kind) {
+int ReduceAlong(Lowering& l, int x, const Dims& axes, ReduceKind kind) {
   if (axes.empty()) return x;
   DType t = l.b().TypeOf(x).dtype;
   return l.b().Reduce(x, Identity(l, kind, t), axes, kind);
 }
 
-int Unreduce(Builder& b, int x, const Dims& dims, const std::vector<int64_t>& axes) {
-  std::vector<int64_t> kept;
+int Unreduce(Builder& b, int x, const Dims& dims, const Dims& axes) {
+  Dims kept;
   size_t a = 0;
   for (int64_t d = 0; d < static_cast<int64_t>(dims.size()); ++d) {
     if (a < axes.size() && axes[a] == d) ++a;

@@ -57,19 +57,19 @@ class StructuredOutputs final : public Meta {
 // The axes a reduction runs over, wrapped and ascending (PyTorch's errors for bad or repeated
 // dims). dim=None reduces every axis; so does dim=[] unless `empty_means_all` is false
 // (any/all, where [] reduces nothing). A 0-dim tensor has no axes to reduce.
-inline std::vector<int64_t> ReduceAxes(const at::Tensor& self, at::OptionalIntArrayRef dim,
+inline Dims ReduceAxes(const at::Tensor& self, at::OptionalIntArrayRef dim,
                                        bool empty_means_all = true) {
   int64_t n = self.dim();
   bool all = !dim.has_value() || (dim->empty() && empty_means_all);
   auto bits = at::dim_list_to_bitset(all ? at::OptionalIntArrayRef() : dim, n);
-  std::vector<int64_t> axes;
+  Dims axes;
   for (int64_t d = 0; d < n; ++d)
     if (bits[d]) axes.push_back(d);
   return axes;
 }
 
 // The shape of a reduction's result (keepdim keeps the reduced axes with size 1).
-inline std::vector<int64_t> ReducedShape(const at::Tensor& self, const std::vector<int64_t>& axes, bool keepdim) {
+inline std::vector<int64_t> ReducedShape(const at::Tensor& self, const Dims& axes, bool keepdim) {
   std::vector<int64_t> shape;
   size_t a = 0;
   for (int64_t d = 0; d < self.dim(); ++d) {
@@ -82,17 +82,17 @@ inline std::vector<int64_t> ReducedShape(const at::Tensor& self, const std::vect
 }
 
 // Elements reduced into each output element.
-inline int64_t ReducedCount(const at::Tensor& self, const std::vector<int64_t>& axes) {
+inline int64_t ReducedCount(const at::Tensor& self, const Dims& axes) {
   int64_t n = 1;
   for (int64_t d : axes) n *= self.size(d);
   return n;
 }
 
 // reduce(x, axes) combined with `kind`, in x's dtype, starting from the kind's identity.
-int ReduceAlong(Lowering& l, int x, const std::vector<int64_t>& axes, ReduceKind kind);
+int ReduceAlong(Lowering& l, int x, const Dims& axes, ReduceKind kind);
 
 // x broadcast back over the axes a reduction removed, to `dims` (the unreduced shape).
-int Unreduce(Builder& b, int x, const Dims& dims, const std::vector<int64_t>& axes);
+int Unreduce(Builder& b, int x, const Dims& dims, const Dims& axes);
 
 // Binds a reduced value to `out`, whose shape may keep the reduced axes as size 1.
 inline void OutputReduced(Lowering& l, int v, const at::Tensor& out) {
