@@ -61,6 +61,8 @@ at::Tensor& IndexSelectInto(const at::Tensor& self, int64_t dim, const at::Tenso
               "index_select(): Expected dtype int32 or int64 for index");
   TORCH_CHECK(self.scalar_type() == out.scalar_type(), "index_select(): self and result must have the same scalar type");
   dim = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(self.dim() > 0 || index.numel() == 1, "index_select(): Index to scalar can have only 1 value, got ",
+              index.numel(), " value(s)");
   at::DimVector sizes(self.sizes());
   if (self.dim() > 0) sizes[dim] = index.numel();
   ResizeOut(out, sizes);

@@ -56,7 +56,8 @@ int Slice1(Builder& b, int v, int64_t lo, int64_t hi) { return b.Slice(v, {lo}, 
 
 int Mul(Builder& b, int x, double c) { return b.Binary(OpCode::kMultiply, x, b.ScalarLike(c, x)); }
 
-// n uniform values in [0, 1) with `digits` random bits each, as PyTorch's uniform_real does: f64
+// n uniform values in [0, 1) from the low `digits` bits of the words, as PyTorch's uniform_real
+// does (the same distribution as the high bits; the IR has no shift op): f64
 // for digits > 24 (two words each), else f32.
 int Uniform01(Lowering& l, const std::optional<at::Generator>& gen, const at::Tensor& like, int64_t n, int digits) {
   Builder& b = l.b();
@@ -163,19 +164,18 @@ void RandomInts(const at::Tensor& self, uint64_t range, int64_t from, bool full6
   int v;
   if (!full64 && range <= (uint64_t{1} << 31)) {
     v = LowBits(b, RandomWords(l, gen, self, n), 31, DType::kI64);
-  } else {  // 31 + 31 + 1 bits from three words
-    int w = RandomWords(l, gen, self, 3 * n);
+  } else {  // 31 + 31 + 1 bits from three words (+ a sign bit from a fourth for full64)
+    int w = RandomWords(l, gen, self, (full64 ? 4 : 3) * n);
     int hi = LowBits(b, Slice1(b, w, 0, n), 31, DType::kI64);
     int mid = LowBits(b, Slice1(b, w, n, 2 * n), 31, DType::kI64);
     int low = LowBits(b, Slice1(b, w, 2 * n, 3 * n), 1, DType::kI64);
     v = b.Binary(OpCode::kAdd, Mul(b, b.Binary(OpCode::kAdd, Mul(b, hi, std::ldexp(1.0, 31)), mid), 2.0), low);
+    if (full64) {  // two's complement with a random sign bit spans every int64 value
+      int sign = b.Compare(CompareDirection::kEQ, LowBits(b, Slice1(b, w, 3 * n, 4 * n), 1, DType::kI64), b.ScalarLike(1, v));
+      v = b.Select(sign, b.Binary(OpCode::kAdd, v, b.BroadcastTo(l.Scalar(INT64_MIN, at::kLong), {n})), v);
+    }
   }
-  if (full64) {
-    // The 63 bits plus a sign bit: two's complement spans every int64 value.
-    int sign = b.Compare(CompareDirection::kEQ, LowBits(b, Slice1(b, RandomWords(l, gen, self, n), 0, n), 1, DType::kI64),
-                         b.ScalarLike(1, v));
-    v = b.Select(sign, b.Binary(OpCode::kAdd, v, ScalarVec(l, static_cast<double>(INT64_MIN), at::kLong, n)), v);
-  } else {
+  if (!full64) {
     if (range < (uint64_t{1} << 63))
       v = b.Binary(OpCode::kRemainder, v, b.BroadcastTo(l.Scalar(static_cast<int64_t>(range), at::kLong), {n}));
     v = b.Binary(OpCode::kAdd, v, b.BroadcastTo(l.Scalar(from, at::kLong), {n}));
@@ -344,10 +344,12 @@ at::Tensor& normal_tt_out(const at::Tensor& mean, const at::Tensor& std, std::op
 // backward. Evaluation: out = copy of x, mask all true (as PyTorch's CPU kernel).
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
   if (input.numel() == 0) return {input, at::empty_like(input, input.options())};
+  bool training = !train.has_value() || *train;
+  TORCH_CHECK(!training || at::isFloatingType(input.scalar_type()),
+              "result type Float can't be cast to the desired output type ", input.scalar_type());
   at::Tensor out = at::empty_like(input);
   at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool));
   c10::DeviceGuard guard(input.device());
-  bool training = !train.has_value() || *train;
   Lowering l("aten::native_dropout");
   Builder& b = l.b();
   Dims dims = ToDims(input.sizes());
