@@ -138,6 +138,25 @@ def test_scatter_reduce(mode, no_fallback, reduce, include_self, dtype):
     check_same(lambda x, i, s: x.scatter_reduce(1, i, s, reduce, include_self=include_self), x, i, src)
 
 
+def test_scatter_grads(mode, no_fallback):
+    x = make((4, 5))
+    i = idx([[0, 1, 2, 0, 1]] * 4)
+    g = make((3, 5), seed=8)
+
+    def scatter_add(x, i, g):
+        x = x.clone().requires_grad_()
+        torch.zeros(3, 5, device=x.device).scatter_add(0, i, x).backward(g)
+        return x.grad
+
+    def scatter_reduce(x, i, g):
+        x = x.clone().requires_grad_()
+        x.scatter_reduce(0, i[:3], x[:3] * 2, "sum").backward(g.repeat(2, 1)[:4])
+        return x.grad
+
+    check_same(scatter_add, x, i, g)
+    check_same(scatter_reduce, x, i, g)
+
+
 # ---- advanced indexing -------------------------------------------------------------------------
 INDEXERS = {
     "single": lambda x, i, j: x[i],
@@ -190,6 +209,16 @@ def test_index_grad(mode, no_fallback):
         return x.grad
 
     check_same(fn, x, i)
+
+
+def test_index_put_grad(mode, no_fallback):
+    def fn(x, i, g):
+        x = x.clone().requires_grad_()
+        base = torch.zeros(3, 5, device=x.device, requires_grad=True)
+        base.index_put((i,), x, accumulate=True).backward(g)
+        return x.grad, base.grad
+
+    check_same(fn, make((4, 5)), idx([0, 2, 1, 1]), make((3, 5), seed=9))
 
 
 # ---- index_put_ --------------------------------------------------------------------------------

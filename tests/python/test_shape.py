@@ -148,6 +148,12 @@ def test_repeat(mode, no_fallback, dtype, repeats):
     check_same(lambda x: x.t().repeat(*repeats), x)
 
 
+def test_repeat_and_stack_grad(mode, no_fallback):
+    x = make((2, 3))
+    check_same(lambda x, g: grad_of(lambda x: x.repeat(2, 1, 2), x, g), x, make((2, 2, 6), seed=1))
+    check_same(lambda x, g: grad_of(lambda x: torch.stack([x, x * 2], 1), x, g), x, make((2, 2, 3), seed=2))
+
+
 def test_repeat_errors():
     with pytest.raises(RuntimeError, match="Number of dimensions of repeat dims can not be smaller"):
         to_tpu(make((2, 3))).repeat(2)
