@@ -39,6 +39,15 @@ HWY_INLINE void Map2(const float* a, const float* b, float* out, int64_t n, F f)
   }
 }
 
+// log-like results at the domain's edges: NaN below `pole` (and for NaN), -inf at it, +inf at +inf.
+template <class D, class V>
+HWY_INLINE V LogDomain(D d, V x, V pole, V r) {
+  const auto inf = hn::Inf(d);
+  r = hn::IfThenElse(hn::Eq(x, inf), inf, r);
+  r = hn::IfThenElse(hn::Eq(x, pole), hn::Neg(inf), r);
+  return hn::IfThenElse(hn::Not(hn::Ge(x, pole)), hn::NaN(d), r);
+}
+
 bool UnaryF32(int code_int, const float* a, float* out, int64_t n) {
   switch (static_cast<OpCode>(code_int)) {
     case OpCode::kNegate: Map1(a, out, n, [](auto d, auto v) { return hn::Neg(v); }); return true;
@@ -47,16 +56,24 @@ bool UnaryF32(int code_int, const float* a, float* out, int64_t n) {
     case OpCode::kRsqrt:
       Map1(a, out, n, [](auto d, auto v) { return hn::Div(hn::Set(d, 1.0f), hn::Sqrt(v)); });
       return true;
-    case OpCode::kExp: Map1(a, out, n, [](auto d, auto v) { return hn::Exp(d, v); }); return true;
+    // Highway's Exp/Log/Log1p are only defined inside their domain: NaN, infinities and
+    // out-of-domain inputs get their IEEE results back here (PyTorch returns NaN / +-inf).
+    case OpCode::kExp:
+      Map1(a, out, n, [](auto d, auto v) { return hn::IfThenElse(hn::IsNaN(v), v, hn::Exp(d, v)); });
+      return true;
     case OpCode::kExpm1: Map1(a, out, n, [](auto d, auto v) { return hn::Expm1(d, v); }); return true;
-    case OpCode::kLog: Map1(a, out, n, [](auto d, auto v) { return hn::Log(d, v); }); return true;
-    case OpCode::kLog1p: Map1(a, out, n, [](auto d, auto v) { return hn::Log1p(d, v); }); return true;
+    case OpCode::kLog:
+      Map1(a, out, n, [](auto d, auto v) { return LogDomain(d, v, hn::Zero(d), hn::Log(d, v)); });
+      return true;
+    case OpCode::kLog1p:
+      Map1(a, out, n, [](auto d, auto v) { return LogDomain(d, v, hn::Set(d, -1.0f), hn::Log1p(d, v)); });
+      return true;
     case OpCode::kTanh: Map1(a, out, n, [](auto d, auto v) { return hn::Tanh(d, v); }); return true;
     case OpCode::kLogistic:
       // 1 / (1 + exp(-x)), exact enough for float32 across the range (exp overflows to inf -> 0).
       Map1(a, out, n, [](auto d, auto v) {
         const auto one = hn::Set(d, 1.0f);
-        return hn::Div(one, hn::Add(one, hn::Exp(d, hn::Neg(v))));
+        return hn::IfThenElse(hn::IsNaN(v), v, hn::Div(one, hn::Add(one, hn::Exp(d, hn::Neg(v)))));
       });
       return true;
     case OpCode::kFloor: Map1(a, out, n, [](auto d, auto v) { return hn::Floor(v); }); return true;
@@ -75,12 +92,12 @@ bool BinaryF32(int code_int, const float* a, const float* b, float* out, int64_t
     case OpCode::kMaximum:
       // NaN-propagating like StableHLO and PyTorch: pick x where x is NaN.
       Map2(a, b, out, n, [](auto d, auto x, auto y) {
-        return hn::IfThenElse(hn::Or(hn::Gt(x, y), hn::Ne(x, x)), x, y);
+        return hn::IfThenElse(hn::Or(hn::Gt(x, y), hn::IsNaN(x)), x, y);
       });
       return true;
     case OpCode::kMinimum:
       Map2(a, b, out, n, [](auto d, auto x, auto y) {
-        return hn::IfThenElse(hn::Or(hn::Lt(x, y), hn::Ne(x, x)), x, y);
+        return hn::IfThenElse(hn::Or(hn::Lt(x, y), hn::IsNaN(x)), x, y);
       });
       return true;
     default: return false;
