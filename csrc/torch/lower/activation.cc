@@ -47,17 +47,15 @@ at::Tensor Relu(const at::Tensor& self, OutArg out) {
   return Act("aten::relu", "relu_tpu", self, out, [](Expr& e, int x) { return e.Max(x, e.K(0)); }, kIntsOk);
 }
 
-// ATen converts threshold and value to the tensor's dtype first: compare against the rounded value.
+// x <= threshold ? value : x (threshold truncates to integer dtypes; bfloat16 compares in float32)
 at::Tensor Threshold(const at::Tensor& self, const at::Scalar& th, const at::Scalar& value, OutArg out) {
-  at::ScalarType st = self.scalar_type();
   return Act("aten::threshold", "threshold_tpu", self, out, [&](Expr& e, int x) {
-    return e.Select(e.Le(x, e.PAs(th, st)), e.PAs(value, st), x);
+    return e.Select(e.Le(x, e.P(th)), e.P(value), x);
   }, kIntsOk | kCastsOut);
 }
 at::Tensor ThresholdBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& th, OutArg out) {
-  at::ScalarType common = at::result_type(grad, self);
   return Bwd("aten::threshold_backward", "threshold_tpu", grad, self, out, [&](Expr& e, int g, int x) {
-    return e.Select(e.Le(x, e.PAs(th, common)), e.K(0), g);
+    return e.Select(e.Le(x, e.P(th)), e.K(0), g);
   }, /*ints=*/true);
 }
 
@@ -70,15 +68,19 @@ bool GeluIsTanh(c10::string_view approximate) {
 constexpr double kGeluBeta = M_SQRT2 * M_2_SQRTPI * 0.5;  // sqrt(2 / pi)
 constexpr double kGeluKappa = 0.044715;
 
+// gelu(-inf) is 0 (the formula gives -inf * 0 = NaN), as in ATen's current kernels; gelu(+inf) = +inf.
 at::Tensor Gelu(const at::Tensor& self, c10::string_view approximate, OutArg out) {
   bool tanh = GeluIsTanh(approximate);
   return Act("aten::gelu", "gelu_tpu", self, out, [&](Expr& e, int x) {
+    int r;
     if (tanh) {
       int cube = e.Mul(e.Mul(x, x), x);
       int inner = e.Mul(e.K(kGeluBeta), e.Add(x, e.Mul(e.K(kGeluKappa), cube)));
-      return e.Mul(e.Mul(e.K(0.5), x), e.Add(e.K(1), e.Tanh(inner)));
+      r = e.Mul(e.Mul(e.K(0.5), x), e.Add(e.K(1), e.Tanh(inner)));
+    } else {
+      r = e.Mul(e.Mul(x, e.K(0.5)), e.Add(e.K(1), e.Erf(e.Mul(x, e.K(M_SQRT1_2)))));
     }
-    return e.Mul(e.Mul(x, e.K(0.5)), e.Add(e.K(1), e.Erf(e.Mul(x, e.K(M_SQRT1_2)))));
+    return e.Select(e.Eq(x, e.K(-INFINITY)), e.K(0), r);
   });
 }
 at::Tensor GeluBackward(const at::Tensor& grad, const at::Tensor& self, c10::string_view approximate, OutArg out) {
@@ -158,9 +160,10 @@ at::Tensor LeakyReluBackward(const at::Tensor& grad, const at::Tensor& self, con
 at::Tensor Elu(const at::Tensor& self, const at::Scalar& alpha, const at::Scalar& scale, const at::Scalar& input_scale,
                OutArg out) {
   return Act("aten::elu", "elu_tpu", self, out, [&](Expr& e, int x) {
-    int negcoef = e.Mul(e.P(alpha), e.P(scale));
+    int poscoef = e.P(scale);
+    int negcoef = e.Mul(e.P(alpha), poscoef);
     int neg = e.Mul(e.Sub(e.Exp(e.Mul(x, e.P(input_scale))), e.K(1)), negcoef);
-    return e.Select(e.Gt(x, e.K(0)), e.Mul(x, e.P(scale)), neg);
+    return e.Select(e.Gt(x, e.K(0)), e.Mul(x, poscoef), neg);
   });
 }
 at::Tensor EluBackward(const at::Tensor& grad, const at::Scalar& alpha, const at::Scalar& scale,
@@ -170,19 +173,21 @@ at::Tensor EluBackward(const at::Tensor& grad, const at::Scalar& alpha, const at
               "This is caused by calling in-place forward function with a negative slope, please call out-of-place "
               "version instead.");
   return Bwd("aten::elu_backward", "elu_backward_tpu", grad, self_or_result, out, [&](Expr& e, int g, int b) {
-    int negcoef = e.Mul(e.P(alpha), e.P(scale));
-    int gi = e.Mul(g, e.P(input_scale));
+    int poscoef = e.P(scale), negiptcoef = e.P(input_scale);
+    int negcoef = e.Mul(e.P(alpha), poscoef);
+    int gi = e.Mul(g, negiptcoef);
     // From the result: d/dx = input_scale * (y + alpha * scale) on the negative side.
-    int neg = is_result ? e.Mul(gi, e.Add(b, negcoef)) : e.Mul(e.Mul(gi, negcoef), e.Exp(e.Mul(b, e.P(input_scale))));
-    return e.Select(e.Gt(b, e.K(0)), e.Mul(g, e.P(scale)), neg);
+    int neg = is_result ? e.Mul(gi, e.Add(b, negcoef)) : e.Mul(e.Mul(gi, negcoef), e.Exp(e.Mul(b, negiptcoef)));
+    return e.Select(e.Gt(b, e.K(0)), e.Mul(g, poscoef), neg);
   });
 }
 
 // x * beta > threshold ? x : log1p(exp(x * beta)) / beta
 at::Tensor Softplus(const at::Tensor& self, const at::Scalar& beta, const at::Scalar& th, OutArg out) {
   return Act("aten::softplus", "softplus_tpu", self, out, [&](Expr& e, int x) {
-    int xb = e.Mul(x, e.P(beta));
-    return e.Select(e.Gt(xb, e.P(th)), x, e.Div(e.Log1p(e.Exp(xb)), e.P(beta)));
+    int b = e.P(beta);
+    int xb = e.Mul(x, b);
+    return e.Select(e.Gt(xb, e.P(th)), x, e.Div(e.Log1p(e.Exp(xb)), b));
   });
 }
 at::Tensor SoftplusBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& beta, const at::Scalar& th,
@@ -213,7 +218,7 @@ at::Tensor Hardswish(const at::Tensor& self, OutArg out) {
 at::Tensor HardswishBackward(const at::Tensor& grad, const at::Tensor& self, OutArg out) {
   return Bwd("aten::hardswish_backward", "hardswish_backward_tpu", grad, self, out, [](Expr& e, int g, int x) {
     int mid = e.Mul(g, e.Add(e.Div(x, e.K(3)), e.K(0.5)));
-    return e.Select(e.Lt(x, e.K(-3)), e.K(0), e.Select(e.Ge(x, e.K(3)), g, mid));
+    return e.Select(e.Le(x, e.K(-3)), e.K(0), e.Select(e.Ge(x, e.K(3)), g, mid));
   });
 }
 
@@ -227,25 +232,44 @@ at::Tensor SigmoidBackward(const at::Tensor& grad, const at::Tensor& y, OutArg o
              [](Expr& e, int g, int s) { return e.Mul(e.Mul(g, e.Sub(e.K(1), s)), s); });
 }
 
+// ATen computes logit and its backward in the tensor's own dtype: for bfloat16/float16 every
+// intermediate is rounded to it. `Own` replays those roundings (a no-op for float32/64).
+struct Own {
+  Expr& e;
+  at::ScalarType st;
+  int operator()(int v) const {
+    if (st != at::kBFloat16 && st != at::kHalf) return v;
+    return e.b().Convert(e.b().Convert(v, ToDType(st)), e.dtype());
+  }
+};
+
 // log(x / (1 - x)), x first clamped to [eps, 1 - eps] when eps >= 0.
 at::Tensor Logit(const at::Tensor& self, std::optional<double> eps, OutArg out) {
   CheckKernelDType(self.scalar_type() != at::kBool, "logit_tpu", self.scalar_type());
   double eps_v = eps.value_or(-1.0);
+  at::ScalarType st = self.scalar_type();
   return LowerElementwise("aten::logit", {self}, out, ResultKind::kFloat, [&](Lowering& l, const V& v, DType) {
     Expr e(l, v[0]);
+    Own own{e, st};
     int x = v[0];
-    if (eps_v >= 0) x = e.Min(e.Max(x, e.P(eps_v)), e.Sub(e.K(1), e.P(eps_v)));
-    return e.Log(e.Div(x, e.Sub(e.K(1), x)));
+    if (eps_v >= 0) {
+      int lo = e.PAs(eps_v, st);
+      x = e.Min(e.Max(x, lo), own(e.Sub(e.K(1), lo)));
+    }
+    return e.Log(own(e.Div(x, own(e.Sub(e.K(1), x)))));
   });
 }
 // Outside the domain the gradient is NaN (no eps) or 0 (outside [eps, 1 - eps]).
 at::Tensor LogitBackward(const at::Tensor& grad, const at::Tensor& self, std::optional<double> eps, OutArg out) {
   double eps_v = eps.value_or(-1.0);
+  at::ScalarType st = at::result_type(grad, self);
   return Bwd("aten::logit_backward", "logit_backward_tpu", grad, self, out, [&](Expr& e, int dy, int x) {
-    int lo = eps_v >= 0 ? e.P(eps_v) : e.K(0);
-    int hi = eps_v >= 0 ? e.Sub(e.K(1), e.P(eps_v)) : e.K(1);
+    Own own{e, st};
+    int lo = eps_v >= 0 ? e.PAs(eps_v, st) : e.K(0);
+    int hi = eps_v >= 0 ? own(e.Sub(e.K(1), lo)) : e.K(1);
     int inside = e.And(e.Ge(x, lo), e.Le(x, hi));
-    return e.Select(inside, e.Div(dy, e.Mul(x, e.Sub(e.K(1), x))), e.K(eps_v >= 0 ? 0.0 : NAN));
+    int d = e.Div(dy, own(e.Mul(x, own(e.Sub(e.K(1), x)))));
+    return e.Select(inside, d, e.K(eps_v >= 0 ? 0.0 : NAN));
   });
 }
 

@@ -21,7 +21,7 @@ class Expr {
   // A user-given number: a runtime parameter, so changing it does not recompile.
   int P(const at::Scalar& s) { return b_.BroadcastTo(l_.Scalar(s, ToScalarType(t_)), dims_); }
   // A user-given number rounded to `storage` first, for kernels that convert it to the tensor's
-  // dtype before computing (threshold on bfloat16 compares against the bfloat16-rounded value).
+  // dtype before computing (logit on bfloat16 clamps to the bfloat16-rounded eps).
   int PAs(const at::Scalar& s, at::ScalarType storage) {
     return b_.BroadcastTo(b_.ConvertIfNeeded(l_.Scalar(s, storage), t_), dims_);
   }
