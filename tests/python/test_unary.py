@@ -379,3 +379,25 @@ def test_masked_fill_grad(mode, no_fallback):
         return x.grad
 
     check_same(run, x, mask, go)
+
+
+def test_inplace_on_expanded_is_refused():
+    """Elements of an expanded view share memory: writing to it in place is an error, as in ATen."""
+    x = torch.full((1, 3), 0.5)
+    check_same_error(lambda t: t.expand(4, 3).exp_(), x)
+    check_same_error(lambda t: t.expand(4, 3).clamp_(0, 1), x)
+    check_same_error(lambda t, o: torch.neg(t, out=o.expand(4, 3)), torch.ones(4, 3), x)
+
+
+def test_masked_fill_expanded(mode, no_fallback):
+    """Deprecated in ATen but allowed: a shared element is filled if any position viewing it is masked."""
+    g = torch.Generator().manual_seed(12)
+    x, mask = torch.randn(3, 1, 5, generator=g), torch.rand(3, 4, 5, generator=g) > 0.8
+
+    def run(t, m):
+        base = t.clone()
+        with pytest.warns(UserWarning, match="expanded tensors is deprecated"):
+            base.expand(3, 4, 5).masked_fill_(m, -7.0)
+        return base
+
+    check_same(run, x, mask)

@@ -223,14 +223,34 @@ at::Tensor& MaskedFill(at::Tensor& self, const at::Tensor& mask, const at::Scala
                                [&] { (void)host_value->to<scalar_t>(); });
   }
   at::DimVector shape = at::infer_size_dimvector(self.sizes(), mask.sizes());
-  PrepareOut("aten::masked_fill_", Inplace(self), shape, st, self);
+  TORCH_CHECK(shape == self.sizes(), "output with shape ", self.sizes(), " doesn't match the broadcast shape ", shape);
+  // ATen still fills an expanded self (deprecated): an element shared by several positions is
+  // filled when any of them is masked. Fill the underlying elements with the mask or-reduced
+  // over the expanded dims.
+  std::vector<int64_t> expanded;
+  at::DimVector target_sizes(self.sizes());
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (self.stride(d) == 0 && self.size(d) > 1) {
+      expanded.push_back(d);
+      target_sizes[d] = 1;
+    }
+  }
+  at::Tensor target = self;
+  if (!expanded.empty()) {
+    TORCH_WARN("Use of masked_fill_ on expanded tensors is deprecated. Please clone() the tensor before performing "
+               "this operation. This also applies to advanced indexing e.g. tensor[mask] = scalar");
+    target = self.as_strided(target_sizes, self.strides(), self.storage_offset());
+  }
+  PrepareOut("aten::masked_fill_", Inplace(target), target.sizes(), st, target);  // other overlaps are refused
   if (self.numel() == 0) return self;
   Lowering l("aten::masked_fill_");
-  Dims dims = ToDims(self.sizes());
-  int x = l.Input(self);
-  int m = l.b().BroadcastTo(l.Input(mask), dims);
+  Builder& b = l.b();
+  Dims dims = ToDims(target.sizes());
+  int x = l.Input(target);
+  int m = b.BroadcastTo(l.Input(mask), ToDims(self.sizes()));
+  if (!expanded.empty()) m = b.Reshape(b.Reduce(m, b.Constant(0, DType::kBool), expanded, ReduceKind::kOr), dims);
   int v = host_value ? l.Scalar(*host_value, st) : l.Input(*value_t, st);
-  l.Output(l.b().Select(m, l.b().BroadcastTo(v, dims), x), self);
+  l.Output(b.Select(m, b.BroadcastTo(v, dims), x), target);
   l.Run();
   return self;
 }
