@@ -79,6 +79,16 @@ def test_integers(op, mode, no_fallback):
         check_same(fn, ints(dtype=torch.uint8, lo=0, hi=255))
 
 
+def test_integers_follow_default_dtype(no_fallback):
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert check_same(torch.exp, ints()).dtype == torch.float64
+        assert check_same(torch.sigmoid, torch.tensor([True, False])).dtype == torch.float64
+    finally:
+        torch.set_default_dtype(previous)
+
+
 @pytest.mark.parametrize("op", UNARY)
 def test_bool(op, no_fallback):
     x = torch.tensor([True, False, True])
@@ -350,6 +360,7 @@ def test_masked_fill(mode, no_fallback):
     check_same(lambda t, m, v: t.clone().masked_fill_(m, v), x, mask, torch.tensor(-4.0))  # device value
     check_same(lambda t, m: t.clone().masked_fill_(m, 2.5), ints((4, 6)), mask)  # value cast to int
     check_same(lambda t, m: t.clone().masked_fill_(m, True), torch.zeros(4, 6, dtype=torch.bool), mask)
+    check_same(lambda t, m: t.clone().masked_fill_(m, 2), torch.zeros(4, 6, dtype=torch.bool), mask)
 
     def on_view(t, m):
         base = t.clone()
