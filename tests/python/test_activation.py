@@ -266,3 +266,13 @@ def test_module_end_to_end(mode, no_fallback):
         return y, x.grad
 
     check_same(run, x)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_sum_backward(approximate, mode, no_fallback):
+    def run(x):
+        x = x.clone().requires_grad_()
+        F.gelu(x, approximate=approximate).sum().backward()
+        return x.grad
+
+    check_same(run, torch.randn(7, 9, generator=torch.Generator().manual_seed(13)))

@@ -32,7 +32,8 @@ Status HostExecutor::Run(const Launch& launch) {
     return Internal("launch of " + e.name + " has the wrong number of arguments");
   if (scratch_.size() < static_cast<size_t>(e.scratch_bytes) + 64) scratch_.resize(e.scratch_bytes + 64);
   char* scratch = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(scratch_.data()) + 63) & ~uintptr_t{63});
-  std::vector<View> views(nv);
+  views_.resize(nv);
+  std::vector<View>& views = views_;
   for (int p = 0; p < np; ++p) {
     views[p] = launch.params[p].view();
     if (views[p].dims != g.params[p].dims || views[p].dtype != g.params[p].dtype)
@@ -45,15 +46,8 @@ Status HostExecutor::Run(const Launch& launch) {
   }
   // Write results straight into their bindings where that is safe: the producing step must
   // accept the binding's layout, and the binding must not overlap an input it could clobber.
-  std::vector<bool> direct(g.results.size(), false);
-  std::vector<int> producer_step(nv, -1);
-  for (size_t s = 0; s < e.steps.size(); ++s) {
-    const Step& st = e.steps[s];
-    if (st.kind == StepKind::kFused)
-      for (int v : e.regions[st.index].outputs) producer_step[v] = static_cast<int>(s);
-    else
-      producer_step[np + st.index] = static_cast<int>(s);
-  }
+  SmallVector<bool, 8> direct(g.results.size(), false);
+  const std::vector<int>& producer_step = e.producer_step;
   for (size_t r = 0; r < g.results.size(); ++r) {
     int v = g.results[r];
     if (v < np || e.slots[v].kind != SlotKind::kTemp) continue;
