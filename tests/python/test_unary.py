@@ -186,7 +186,8 @@ def test_round_decimals_errors(no_fallback):
     for decimals in (0, 2):  # round(int) is the identity, round(int, decimals=...) is not implemented
         err = check_same_error(lambda t: torch.round(t, decimals=decimals), ints(), exact=False)
         assert "not implemented for 'Long'" in str(err)
-    check_same_error(lambda t: torch.round(t, decimals=1, out=torch.empty(0, dtype=torch.float64, device=t.device)), floats())
+    wider_out = lambda t: torch.empty(0, dtype=torch.float64, device=t.device)  # noqa: E731
+    check_same_error(lambda t: torch.round(t, decimals=1, out=wider_out(t)), floats())
 
 
 # ---- predicates and nan_to_num -------------------------------------------------------------------

@@ -10,7 +10,8 @@ namespace tpu::torch_bridge {
 class Expr {
  public:
   // `like`: a value of the shape and compute dtype every helper works in.
-  Expr(Lowering& l, int like) : l_(l), b_(l.b()), dims_(b_.TypeOf(like).dims), t_(b_.TypeOf(like).dtype) {}
+  Expr(Lowering& l, int like)
+      : l_(l), b_(l.b()), dims_(b_.TypeOf(like).dims), t_(b_.TypeOf(like).dtype) {}
 
   Builder& b() { return b_; }
   DType dtype() const { return t_; }
@@ -75,7 +76,8 @@ inline void CheckKernelDType(bool ok, const char* kernel, at::ScalarType t) {
 // another dtype than their result: "Found dtype Double but expected Float".
 inline void CheckOutDType(OutArg out, at::ScalarType expected) {
   if (out.t && out.t->defined() && !out.inplace)
-    TORCH_CHECK(out.t->scalar_type() == expected, "Found dtype ", out.t->scalar_type(), " but expected ", expected);
+    TORCH_CHECK(out.t->scalar_type() == expected, "Found dtype ", out.t->scalar_type(),
+                " but expected ", expected);
 }
 
 }  // namespace tpu::torch_bridge

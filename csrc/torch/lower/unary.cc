@@ -17,26 +17,28 @@ using V = std::vector<int>;
 
 // How a unary op treats integer and bool inputs, following PyTorch.
 enum class Ints : uint8_t {
-  kToFloat,    // computed in the default float dtype (exp, sqrt, sin, ...)
-  kKeep,       // computed in the input's dtype, bool included (sign)
-  kKeepNoBool, // computed in the input's dtype; bool is not implemented (abs, neg)
-  kIdentity,   // integers come back unchanged; bool is not implemented (floor, round, ...)
-  kFloatOnly,  // integers and bool are not implemented (frac)
+  kToFloat,     // computed in the default float dtype (exp, sqrt, sin, ...)
+  kKeep,        // computed in the input's dtype, bool included (sign)
+  kKeepNoBool,  // computed in the input's dtype; bool is not implemented (abs, neg)
+  kIdentity,    // integers come back unchanged; bool is not implemented (floor, round, ...)
+  kFloatOnly,   // integers and bool are not implemented (frac)
 };
 
 struct UnaryOp {
   const char* op;
   const char* kernel;  // named in "not implemented for" errors
   Ints ints;
-  int (*fn)(Expr& e, int x);  // x is in the compute dtype
+  int (*fn)(Expr& e, int x);         // x is in the compute dtype
   const char* bool_error = nullptr;  // PyTorch's own message for bool inputs, if it has one
 };
 
 at::Tensor RunUnary(const UnaryOp& u, const at::Tensor& self, OutArg out) {
   at::ScalarType st = self.scalar_type();
   if (u.bool_error) TORCH_CHECK(st != at::kBool, u.bool_error);
-  if (u.ints == Ints::kFloatOnly) CheckKernelDType(!at::isIntegralType(st, /*includeBool=*/true), u.kernel, st);
-  if (u.ints == Ints::kKeepNoBool || u.ints == Ints::kIdentity) CheckKernelDType(st != at::kBool, u.kernel, st);
+  if (u.ints == Ints::kFloatOnly)
+    CheckKernelDType(!at::isIntegralType(st, /*includeBool=*/true), u.kernel, st);
+  if (u.ints == Ints::kKeepNoBool || u.ints == Ints::kIdentity)
+    CheckKernelDType(st != at::kBool, u.kernel, st);
   ResultKind kind = u.ints == Ints::kToFloat ? ResultKind::kFloat : ResultKind::kCommon;
   if (kind == ResultKind::kCommon) CheckOutDType(out, st);  // float ops may cast to out's dtype
   return LowerElementwise(u.op, {self}, out, kind, [&](Lowering& l, const V& v, DType t) {
@@ -47,11 +49,19 @@ at::Tensor RunUnary(const UnaryOp& u, const at::Tensor& self, OutArg out) {
 }
 
 template <const UnaryOp& U>
-at::Tensor UnaryFunctional(const at::Tensor& self) { return RunUnary(U, self, Functional()); }
+at::Tensor UnaryFunctional(const at::Tensor& self) {
+  return RunUnary(U, self, Functional());
+}
 template <const UnaryOp& U>
-at::Tensor& UnaryInplace(at::Tensor& self) { RunUnary(U, self, Inplace(self)); return self; }
+at::Tensor& UnaryInplace(at::Tensor& self) {
+  RunUnary(U, self, Inplace(self));
+  return self;
+}
 template <const UnaryOp& U>
-at::Tensor& UnaryOut(const at::Tensor& self, at::Tensor& out) { RunUnary(U, self, Out(out)); return out; }
+at::Tensor& UnaryOut(const at::Tensor& self, at::Tensor& out) {
+  RunUnary(U, self, Out(out));
+  return out;
+}
 
 // ---- formulas ---------------------------------------------------------------------------------
 int Sign(Expr& e, int x) {
@@ -91,8 +101,8 @@ int Trunc(Expr& e, int x) { return e.Select(e.Lt(x, e.K(0)), e.Ceil(x), e.Floor(
 int Frac(Expr& e, int x) { return e.Sub(x, Trunc(e, x)); }
 
 constexpr char kNegBool[] =
-    "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the `~` "
-    "or `logical_not()` operator instead.";
+    "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a "
+    "mask, use the `~` or `logical_not()` operator instead.";
 
 constexpr UnaryOp kNegOp{"aten::neg", "neg_tpu", Ints::kKeepNoBool, Neg, kNegBool};
 constexpr UnaryOp kAbsOp{"aten::abs", "abs_tpu", Ints::kKeepNoBool, Abs};
@@ -132,22 +142,33 @@ at::Tensor RoundDecimals(const at::Tensor& self, int64_t decimals, OutArg out) {
   CheckOutDType(out, self.scalar_type());
   bool negative = decimals < 0;
   double scale = std::pow(10.0, static_cast<double>(negative ? -decimals : decimals));
-  return LowerElementwise("aten::round", {self}, out, ResultKind::kCommon, [&](Lowering& l, const V& v, DType t) {
-    Expr e(l, v[0]);
-    int p = e.P(OpMathValue(scale, t));
-    return negative ? e.Mul(Round(e, e.Div(v[0], p)), p) : e.Div(Round(e, e.Mul(v[0], p)), p);
-  });
+  return LowerElementwise(
+      "aten::round", {self}, out, ResultKind::kCommon, [&](Lowering& l, const V& v, DType t) {
+        Expr e(l, v[0]);
+        int p = e.P(OpMathValue(scale, t));
+        return negative ? e.Mul(Round(e, e.Div(v[0], p)), p) : e.Div(Round(e, e.Mul(v[0], p)), p);
+      });
 }
-at::Tensor round_decimals(const at::Tensor& s, int64_t d) { return RoundDecimals(s, d, Functional()); }
-at::Tensor& round_decimals_(at::Tensor& s, int64_t d) { RoundDecimals(s, d, Inplace(s)); return s; }
-at::Tensor& round_decimals_out(const at::Tensor& s, int64_t d, at::Tensor& out) { RoundDecimals(s, d, Out(out)); return out; }
+at::Tensor round_decimals(const at::Tensor& s, int64_t d) {
+  return RoundDecimals(s, d, Functional());
+}
+at::Tensor& round_decimals_(at::Tensor& s, int64_t d) {
+  RoundDecimals(s, d, Inplace(s));
+  return s;
+}
+at::Tensor& round_decimals_out(const at::Tensor& s, int64_t d, at::Tensor& out) {
+  RoundDecimals(s, d, Out(out));
+  return out;
+}
 
 // ---- predicates ------------------------------------------------------------------------------
 at::Tensor Predicate(const char* op, const at::Tensor& self, OutArg out, int (*fn)(Expr&, int)) {
   if (out.t && out.t->defined() && out.t->scalar_type() != at::kBool) {
-    bool inf_sign = op == std::string_view("aten::isposinf") || op == std::string_view("aten::isneginf");
+    bool inf_sign =
+        op == std::string_view("aten::isposinf") || op == std::string_view("aten::isneginf");
     TORCH_CHECK(!inf_sign, op + 6, " does not support non-boolean outputs.");
-    TORCH_CHECK(false, "Expected out tensor to have dtype bool, but got ", out.t->dtype(), " instead");
+    TORCH_CHECK(false, "Expected out tensor to have dtype bool, but got ", out.t->dtype(),
+                " instead");
   }
   return LowerElementwise(op, {self}, out, ResultKind::kBool, [&](Lowering& l, const V& v, DType) {
     Expr e(l, v[0]);
@@ -160,11 +181,11 @@ int IsInf(Expr& e, int x) { return e.is_float() ? e.Eq(e.Abs(x), e.K(INFINITY)) 
 int IsPosInf(Expr& e, int x) { return e.is_float() ? e.Eq(x, e.K(INFINITY)) : e.Ne(x, x); }
 int IsNegInf(Expr& e, int x) { return e.is_float() ? e.Eq(x, e.K(-INFINITY)) : e.Ne(x, x); }
 
-#define TPU_PREDICATE(name, FN)                                                                     \
-  at::Tensor name(const at::Tensor& s) { return Predicate("aten::" #name, s, Functional(), FN); }   \
-  at::Tensor& name##_out(const at::Tensor& s, at::Tensor& out) {                                    \
-    Predicate("aten::" #name, s, Out(out), FN);                                                     \
-    return out;                                                                                     \
+#define TPU_PREDICATE(name, FN)                                                                   \
+  at::Tensor name(const at::Tensor& s) { return Predicate("aten::" #name, s, Functional(), FN); } \
+  at::Tensor& name##_out(const at::Tensor& s, at::Tensor& out) {                                  \
+    Predicate("aten::" #name, s, Out(out), FN);                                                   \
+    return out;                                                                                   \
   }
 TPU_PREDICATE(isnan, IsNan)
 TPU_PREDICATE(isinf, IsInf)
@@ -186,19 +207,22 @@ at::Tensor NanToNum(const at::Tensor& self, std::optional<double> nan, std::opti
       lo = static_cast<double>(std::numeric_limits<scalar_t>::lowest());
     });
   }
-  return LowerElementwise("aten::nan_to_num", {self}, out, ResultKind::kCommon, [&](Lowering& l, const V& v, DType t) {
-    if (!IsFloat(t)) return v[0];  // integers have nothing to replace
-    Expr e(l, v[0]);
-    int x = v[0];
-    int r = e.Select(e.Eq(x, e.K(-INFINITY)), e.P(OpMathValue(neginf.value_or(lo), t)), x);
-    r = e.Select(e.Eq(x, e.K(INFINITY)), e.P(OpMathValue(posinf.value_or(hi), t)), r);
-    return e.Select(e.IsNan(x), e.P(OpMathValue(nan.value_or(0.0), t)), r);
-  });
+  return LowerElementwise(
+      "aten::nan_to_num", {self}, out, ResultKind::kCommon, [&](Lowering& l, const V& v, DType t) {
+        if (!IsFloat(t)) return v[0];  // integers have nothing to replace
+        Expr e(l, v[0]);
+        int x = v[0];
+        int r = e.Select(e.Eq(x, e.K(-INFINITY)), e.P(OpMathValue(neginf.value_or(lo), t)), x);
+        r = e.Select(e.Eq(x, e.K(INFINITY)), e.P(OpMathValue(posinf.value_or(hi), t)), r);
+        return e.Select(e.IsNan(x), e.P(OpMathValue(nan.value_or(0.0), t)), r);
+      });
 }
-at::Tensor nan_to_num(const at::Tensor& s, std::optional<double> n, std::optional<double> p, std::optional<double> m) {
+at::Tensor nan_to_num(const at::Tensor& s, std::optional<double> n, std::optional<double> p,
+                      std::optional<double> m) {
   return NanToNum(s, n, p, m, Functional());
 }
-at::Tensor& nan_to_num_(at::Tensor& s, std::optional<double> n, std::optional<double> p, std::optional<double> m) {
+at::Tensor& nan_to_num_(at::Tensor& s, std::optional<double> n, std::optional<double> p,
+                        std::optional<double> m) {
   NanToNum(s, n, p, m, Inplace(s));
   return s;
 }
@@ -211,9 +235,9 @@ at::Tensor& nan_to_num_out(const at::Tensor& s, std::optional<double> n, std::op
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-#define TPU_REG_UNARY(name, spec)                  \
-  m.impl(#name, UnaryFunctional<spec>);          \
-  m.impl(#name "_", UnaryInplace<spec>);         \
+#define TPU_REG_UNARY(name, spec)        \
+  m.impl(#name, UnaryFunctional<spec>);  \
+  m.impl(#name "_", UnaryInplace<spec>); \
   m.impl(#name ".out", UnaryOut<spec>);
   TPU_REG_UNARY(neg, kNegOp)
   TPU_REG_UNARY(abs, kAbsOp)
