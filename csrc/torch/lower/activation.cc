@@ -76,8 +76,8 @@ bool GeluIsTanh(c10::string_view approximate) {
 constexpr double kGeluBeta = M_SQRT2 * M_2_SQRTPI * 0.5;  // sqrt(2 / pi)
 constexpr double kGeluKappa = 0.044715;
 
-// gelu(-inf) is 0 (the formula gives -inf * 0 = NaN), as in ATen's current kernels; gelu(+inf) =
-// +inf.
+// gelu(-inf) = 0 (the formula alone gives -inf * 0 = NaN) and gelu(+inf) = +inf, the limits, as
+// ATen's current kernels return them.
 at::Tensor Gelu(const at::Tensor& self, c10::string_view approximate, OutArg out) {
   bool tanh = GeluIsTanh(approximate);
   return Act("aten::gelu", "gelu_tpu", self, out, [&](Expr& e, int x) {
