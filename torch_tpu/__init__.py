@@ -6,11 +6,30 @@ implementation is the host executor, which runs the compiled programs on the CPU
 """
 from __future__ import annotations
 
-import torch
-
-from . import _compat
-
 _registered = False
+_importing = True
+
+
+def _autoload() -> None:
+    """Entry point of PyTorch's ``torch.backends`` group, run at the end of ``import torch``.
+
+    Defined before anything is imported: when the user imports torch_tpu first, ``import torch``
+    below runs this while torch_tpu is still being imported (registration then happens at the end
+    of this module). It must never raise: a failure here would break ``import torch``.
+    """
+    if _importing:
+        return
+    try:
+        _register()
+    except Exception as e:  # pragma: no cover - reported, never raised
+        import warnings
+
+        warnings.warn(f"torch_tpu could not register the tpu device: {e}")
+
+
+import torch  # noqa: E402
+
+from . import _compat  # noqa: E402
 
 
 def _register() -> None:
@@ -30,20 +49,8 @@ def _register() -> None:
     _registered = True
 
 
-def _autoload() -> None:
-    """Entry point of PyTorch's ``torch.backends`` group, run at the end of ``import torch``.
-
-    It must never raise: a failure here would break ``import torch`` for the user.
-    """
-    try:
-        _register()
-    except Exception as e:  # pragma: no cover - reported, never raised
-        import warnings
-
-        warnings.warn(f"torch_tpu could not register the tpu device: {e}")
-
-
 _register()
+_importing = False
 
 from . import metrics  # noqa: E402
 from ._tpu_module import *  # noqa: E402,F401,F403

@@ -17,13 +17,6 @@ def generate_methods() -> None:
 
 def register_autocast_dtype() -> None:
     # Autocast's default for a custom device is float16; the TPU's is bfloat16.
-    setter = getattr(torch._C, "_set_autocast_dtype", None)
+    setter = getattr(torch, "set_autocast_dtype", None) or getattr(torch._C, "set_autocast_dtype", None)
     if setter is not None:
-        try:
-            setter("tpu", torch.bfloat16)
-            return
-        except Exception:
-            pass
-    set_gpu = getattr(torch, "set_autocast_gpu_dtype", None)
-    if set_gpu is None:
-        return
+        setter("tpu", torch.bfloat16)

@@ -201,27 +201,23 @@ def empty_cache() -> None:
 
 
 # ---- streams and events -----------------------------------------------------------------------
-class Stream(torch.Stream):
-    """A tpu stream. All streams of a device feed its one in-order queue."""
-
-    def __new__(cls, device: _DeviceLike = None, priority: int = 0, **kwargs):
-        return super().__new__(cls, device=torch.device("tpu", _index(device)), priority=priority, **kwargs)
-
-
-class Event(torch.Event):
-    """A marker on the device queue: ``record``, ``wait``, ``query``, ``synchronize`` and
-    ``elapsed_time`` (milliseconds between two recorded events)."""
-
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        return super().__new__(cls, device="tpu", enable_timing=enable_timing, blocking=blocking,
-                               interprocess=interprocess)
+def Stream(device: _DeviceLike = None, priority: int = 0) -> torch.Stream:
+    """A tpu stream (a ``torch.Stream``). All streams of a device feed its one in-order queue,
+    so work is ordered across them as well as within them."""
+    return torch.Stream(device=torch.device("tpu", _index(device)), priority=priority)
 
 
-def current_stream(d: _DeviceLike = None) -> Stream:
+def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:
+    """A marker on the device queue (a ``torch.Event``): ``record``, ``wait``, ``query``,
+    ``synchronize`` and ``elapsed_time`` (milliseconds between two recorded events)."""
+    return torch.Event(device="tpu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+
+
+def current_stream(d: _DeviceLike = None) -> torch.Stream:
     return Stream(d)
 
 
-def default_stream(d: _DeviceLike = None) -> Stream:
+def default_stream(d: _DeviceLike = None) -> torch.Stream:
     return Stream(d)
 
 

@@ -25,7 +25,8 @@ Status PlanExecutable(Executable& exe) {
     if (IsElementwise(op.code)) {
       if (open >= 0 && exe.regions[open].shape != op.type.dims) close();
       if (open < 0) {
-        exe.regions.push_back(FusedRegion{op.type.dims, {}, {}, {}});
+        exe.regions.emplace_back();
+        exe.regions.back().shape = op.type.dims;
         open = static_cast<int>(exe.regions.size()) - 1;
       }
       exe.regions[open].ops.push_back(i);
@@ -62,6 +63,30 @@ Status PlanExecutable(Executable& exe) {
       if (used_outside[v]) region.outputs.push_back(v);
       else exe.slots[v].kind = SlotKind::kInRegion;
     }
+  }
+
+  // Register slots of each region and the step that produces each value.
+  for (auto& region : exe.regions) {
+    std::vector<int> slot_of(nv, -1);
+    int nin = static_cast<int>(region.inputs.size());
+    for (int k = 0; k < nin; ++k) slot_of[region.inputs[k]] = k;
+    for (size_t i = 0; i < region.ops.size(); ++i) slot_of[np + region.ops[i]] = nin + static_cast<int>(i);
+    region.operand_slots.clear();
+    for (int i : region.ops) {
+      SmallVector<int, 4> s;
+      for (int o : g.ops[i].operands) s.push_back(slot_of[o]);
+      region.operand_slots.push_back(s);
+    }
+    region.output_slots.clear();
+    for (int v : region.outputs) region.output_slots.push_back(slot_of[v]);
+  }
+  exe.producer_step.assign(nv, -1);
+  for (size_t s = 0; s < exe.steps.size(); ++s) {
+    const Step& st = exe.steps[s];
+    if (st.kind == StepKind::kFused)
+      for (int v : exe.regions[st.index].outputs) exe.producer_step[v] = static_cast<int>(s);
+    else
+      exe.producer_step[np + st.index] = static_cast<int>(s);
   }
 
   // Buffer plan: each temp gets its own 64-byte aligned range. Results are written straight into

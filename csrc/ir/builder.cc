@@ -86,7 +86,7 @@ int Builder::Clamp(int lo, int x, int hi) {
   return Add(OpCode::kClamp, {lo, x, hi}, TypeOf(x));
 }
 
-int Builder::BroadcastInDim(int x, const Dims& out_dims, const std::vector<int64_t>& bdims) {
+int Builder::BroadcastInDim(int x, const Dims& out_dims, const Dims& bdims) {
   const TensorType& in = TypeOf(x);
   if (Check(static_cast<int>(bdims.size()) == in.rank(), "broadcast_dimensions size != rank")) {
     for (int i = 0; i < in.rank(); ++i) {
@@ -105,7 +105,7 @@ int Builder::BroadcastTo(int x, const Dims& out_dims) {
   if (in.dims == out_dims) return x;
   int offset = static_cast<int>(out_dims.size()) - in.rank();
   if (!Check(offset >= 0, "cannot broadcast to a lower rank")) return x;
-  std::vector<int64_t> bdims(in.rank());
+  Dims bdims(in.rank());
   for (int i = 0; i < in.rank(); ++i) bdims[i] = i + offset;
   return BroadcastInDim(x, out_dims, bdims);
 }
@@ -122,7 +122,7 @@ int Builder::Reshape(int x, const Dims& out_dims) {
   return Add(OpCode::kReshape, {x}, std::move(t));
 }
 
-int Builder::Transpose(int x, const std::vector<int64_t>& perm) {
+int Builder::Transpose(int x, const Dims& perm) {
   const TensorType& in = TypeOf(x);
   TensorType t{in.dtype, {}};
   if (Check(static_cast<int>(perm.size()) == in.rank(), "permutation size != rank")) {
@@ -192,7 +192,7 @@ int Builder::Pad(int x, int pad_value, const Dims& low, const Dims& high, const 
   return Add(OpCode::kPad, {x, pad_value}, std::move(t), std::move(a));
 }
 
-int Builder::Reduce(int x, int init, const std::vector<int64_t>& dims, ReduceKind kind) {
+int Builder::Reduce(int x, int init, const Dims& dims, ReduceKind kind) {
   const TensorType& in = TypeOf(x);
   Check(TypeOf(init).rank() == 0 && TypeOf(init).dtype == in.dtype, "reduce init type");
   TensorType t{in.dtype, {}};

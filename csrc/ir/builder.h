@@ -12,7 +12,12 @@ namespace tpu {
 
 class Builder {
  public:
-  Builder() = default;
+  Builder() {
+    types_.reserve(16);
+    param_index_.reserve(16);
+    graph_.ops.reserve(12);
+    graph_.params.reserve(4);
+  }
 
   int Param(const TensorType& type);
   int Constant(double value, DType dtype);  // rank-0
@@ -23,13 +28,13 @@ class Builder {
   int Compare(CompareDirection dir, int x, int y);
   int Select(int pred, int on_true, int on_false);
   int Clamp(int lo, int x, int hi);
-  int BroadcastInDim(int x, const Dims& out_dims, const std::vector<int64_t>& broadcast_dims);
+  int BroadcastInDim(int x, const Dims& out_dims, const Dims& broadcast_dims);
   int Reshape(int x, const Dims& out_dims);
-  int Transpose(int x, const std::vector<int64_t>& perm);
+  int Transpose(int x, const Dims& perm);
   int Slice(int x, const Dims& start, const Dims& limit, const Dims& strides);
   int Concatenate(const std::vector<int>& xs, int64_t dim);
   int Pad(int x, int pad_value, const Dims& low, const Dims& high, const Dims& interior);
-  int Reduce(int x, int init, const std::vector<int64_t>& dims, ReduceKind kind);
+  int Reduce(int x, int init, const Dims& dims, ReduceKind kind);
   int ArgReduce(int x, int64_t dim, ReduceKind kind);  // i64 indices of max/min along dim
   int DotGeneral(int lhs, int rhs, const Dims& lhs_batch, const Dims& rhs_batch,
                  const Dims& lhs_contract, const Dims& rhs_contract, DType out);
@@ -50,7 +55,7 @@ class Builder {
 
   // The type of value v; an invalid id gets a placeholder type (the use is reported by Finish()).
   const TensorType& TypeOf(int v) const {
-    static const TensorType kInvalid;
+    static const TensorType kInvalid{};
     return v >= 0 && v < static_cast<int>(types_.size()) ? types_[v] : kInvalid;
   }
   const Status& status() const { return status_; }

@@ -17,7 +17,7 @@ constexpr OpInfo kOpInfos[] = {
 #undef TPU_OP
 };
 
-uint64_t HashDims(uint64_t h, const std::vector<int64_t>& v) {
+uint64_t HashDims(uint64_t h, const Dims& v) {
   h = HashMix(h, v.size());
   return HashBytes(h, v.data(), v.size() * sizeof(int64_t));
 }

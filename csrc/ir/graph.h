@@ -44,7 +44,7 @@ const char* CompareDirectionName(CompareDirection d);
 //            | 256 when out-of-range indices are errors (else skipped)
 //   rng_bit_generator: (operand: ui64[2] state {seed, offset}) Philox bits
 struct Attrs {
-  std::vector<int64_t> a, b, c, d;
+  Dims a, b, c, d;
   int64_t i = 0;
   int64_t kind = 0;
   double f = 0.0;
@@ -55,7 +55,7 @@ struct Attrs {
 
 struct Op {
   OpCode code;
-  std::vector<int> operands;
+  SmallVector<int, 4> operands;
   TensorType type;
   Attrs attrs;
 };

@@ -8,13 +8,13 @@
 namespace tpu {
 namespace {
 
-std::string I64Array(const std::vector<int64_t>& v) {
+std::string I64Array(const Dims& v) {
   std::string s = "array<i64";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : ": ") + std::to_string(v[i]);
   return s + ">";
 }
 
-std::string List(const std::vector<int64_t>& v) {
+std::string List(const Dims& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
   return s + "]";

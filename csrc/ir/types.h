@@ -5,11 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "base/small_vector.h"
 #include "ir/dtype.h"
 
 namespace tpu {
 
-using Dims = std::vector<int64_t>;
+// Shapes and strides are short: kept inline (see base/small_vector.h).
+using Dims = SmallVector<int64_t, 6>;
 
 struct TensorType {
   DType dtype = DType::kF32;

@@ -16,9 +16,12 @@ namespace tpu {
 // ops inside the region, which become strided loads) and writing `outputs`.
 struct FusedRegion {
   Dims shape;
-  std::vector<int> ops;      // op indices, in order (elementwise, plus layout ops on inputs)
+  std::vector<int> ops;      // op indices, in order (all elementwise)
   std::vector<int> inputs;   // values produced outside the region
   std::vector<int> outputs;  // values used after the region or returned
+  // Register slots (inputs first, then one per op), precomputed so a launch does no lookups.
+  std::vector<SmallVector<int, 4>> operand_slots;  // per op
+  std::vector<int> output_slots;                   // per output
 };
 
 enum class StepKind : uint8_t { kFused, kKernel, kView };
@@ -40,6 +43,7 @@ struct Executable {
   std::vector<FusedRegion> regions;
   std::vector<Step> steps;
   std::vector<ValueSlot> slots;  // one per value
+  std::vector<int> producer_step;  // per value: the step that writes it (-1 for parameters)
   int64_t scratch_bytes = 0;
   std::string name;  // for errors and profiles
 };

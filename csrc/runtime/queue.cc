@@ -16,6 +16,16 @@ Queue::~Queue() {
 }
 
 uint64_t Queue::Enqueue(Task task, TaskContext ctx) {
+  // Back-pressure: a producer far ahead of the device would pile up queued buffers.
+  constexpr uint64_t kMaxInFlight = 4096;
+  if (submitted_.load(std::memory_order_relaxed) - completed_.load(std::memory_order_acquire) > kMaxInFlight) {
+    std::unique_lock<std::mutex> lock(mu_);
+    waiters_.fetch_add(1);
+    done_cv_.wait(lock, [&] {
+      return submitted_.load(std::memory_order_relaxed) - completed_.load(std::memory_order_acquire) <= kMaxInFlight / 2;
+    });
+    waiters_.fetch_sub(1);
+  }
   uint64_t seq;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -33,12 +43,11 @@ void Queue::WorkerLoop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (items_.empty()) {
-        // Spin briefly before sleeping: the next op usually arrives within microseconds.
+        // Spin briefly (~20 us) before sleeping: the next op usually arrives within microseconds.
         lock.unlock();
-        auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-        while (std::chrono::steady_clock::now() < until) {
-          if (submitted_.load(std::memory_order_acquire) != completed_.load(std::memory_order_relaxed))
-            break;
+        for (int i = 0; i < 2000; ++i) {
+          if (submitted_.load(std::memory_order_acquire) != completed_.load(std::memory_order_relaxed)) break;
+          __builtin_ia32_pause();
         }
         lock.lock();
         worker_sleeping_.store(true, std::memory_order_release);
@@ -64,10 +73,7 @@ void Queue::WorkerLoop() {
 Status Queue::WaitFor(uint64_t seq) {
   if (completed_.load(std::memory_order_acquire) < seq) {
     // Short spin, then block.
-    auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
-    while (completed_.load(std::memory_order_acquire) < seq &&
-           std::chrono::steady_clock::now() < until) {
-    }
+    for (int i = 0; i < 1000 && completed_.load(std::memory_order_acquire) < seq; ++i) __builtin_ia32_pause();
     if (completed_.load(std::memory_order_acquire) < seq) {
       std::unique_lock<std::mutex> lock(mu_);
       waiters_.fetch_add(1);

@@ -23,7 +23,7 @@ struct Flat {
 };
 
 // Flattens dims `group` (in order) of v into one dim, if the layout allows it.
-std::optional<Flat> FlattenGroup(const View& v, const std::vector<int64_t>& group) {
+std::optional<Flat> FlattenGroup(const View& v, const Dims& group) {
   Flat f;
   bool have = false;
   int64_t expect = 0;
@@ -48,8 +48,8 @@ struct Operand3 {
   Flat b, m, k;  // for rhs: b, k, n (m holds N)
 };
 
-std::vector<int64_t> FreeDims(int rank, const Dims& batch, const Dims& contract) {
-  std::vector<int64_t> free;
+Dims FreeDims(int rank, const Dims& batch, const Dims& contract) {
+  Dims free;
   for (int d = 0; d < rank; ++d)
     if (std::find(batch.begin(), batch.end(), d) == batch.end() &&
         std::find(contract.begin(), contract.end(), d) == contract.end())
@@ -58,14 +58,14 @@ std::vector<int64_t> FreeDims(int rank, const Dims& batch, const Dims& contract)
 }
 
 // Makes `v` flattenable: if a group cannot be flattened, copies v contiguously in group order.
-View Canonical(const View& v, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
-               const std::vector<int64_t>& g2, std::vector<char>& storage, Operand3* out) {
+View Canonical(const View& v, const Dims& g0, const Dims& g1,
+               const Dims& g2, std::vector<char>& storage, Operand3* out) {
   auto a = FlattenGroup(v, g0), b = FlattenGroup(v, g1), c = FlattenGroup(v, g2);
   if (a && b && c) {
     *out = {*a, *b, *c};
     return v;
   }
-  std::vector<int64_t> perm;
+  Dims perm;
   for (auto* g : {&g0, &g1, &g2}) perm.insert(perm.end(), g->begin(), g->end());
   View src = v;
   src.dims.clear();
@@ -79,7 +79,7 @@ View Canonical(const View& v, const std::vector<int64_t>& g0, const std::vector<
   dst.data = storage.data();
   (void)CopyView(src, dst);
   int64_t n0 = static_cast<int64_t>(g0.size()), n1 = static_cast<int64_t>(g1.size());
-  std::vector<int64_t> h0, h1, h2;
+  Dims h0, h1, h2;
   for (int64_t i = 0; i < static_cast<int64_t>(perm.size()); ++i)
     (i < n0 ? h0 : (i < n0 + n1 ? h1 : h2)).push_back(i);
   *out = {*FlattenGroup(dst, h0), *FlattenGroup(dst, h1), *FlattenGroup(dst, h2)};
@@ -128,7 +128,7 @@ void NaiveBmm(const char* a, const Operand3& A, const char* b, const Operand3& B
 Status RunDotGeneral(const Op& op, const View& lhs, const View& rhs, const View& out) {
   const Attrs& a = op.attrs;
   int lr = static_cast<int>(lhs.dims.size()), rr = static_cast<int>(rhs.dims.size());
-  std::vector<int64_t> lfree = FreeDims(lr, a.a, a.c), rfree = FreeDims(rr, a.b, a.d);
+  Dims lfree = FreeDims(lr, a.a, a.c), rfree = FreeDims(rr, a.b, a.d);
   std::vector<char> ls, rs;
   Operand3 A, B;
   View L = Canonical(lhs, a.a, lfree, a.c, ls, &A);

@@ -5,11 +5,13 @@
 // Note [Register classes]: values live in one of four register classes. bf16/f16 values are held
 // as f32 and rounded back to their precision after every op that produces them, which is exactly
 // PyTorch's CPU behaviour (compute in float, round the result). Narrow integers and bool live in
-// i32 registers and are wrapped to their width after every op.
+// i32 registers and are wrapped to their width after every op; ui32 lives in i64 registers (so it
+// compares, divides and converts as unsigned) and is wrapped to 32 bits likewise.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "base/thread_pool.h"
 #include "runtime/host/elementwise_simd.h"
@@ -26,9 +28,9 @@ Rc ClassOf(DType t) {
   switch (t) {
     case DType::kF32: case DType::kBF16: case DType::kF16: return Rc::kF32;
     case DType::kF64: return Rc::kF64;
-    case DType::kI64: case DType::kU64: return Rc::kI64;
-    case DType::kI32: case DType::kI16: case DType::kI8: case DType::kU8: case DType::kU32:
-    case DType::kBool: return Rc::kI32;
+    case DType::kI64: case DType::kU64: case DType::kU32: return Rc::kI64;
+    case DType::kI32: case DType::kI16: case DType::kI8: case DType::kU8: case DType::kBool:
+      return Rc::kI32;
   }
   return Rc::kF32;
 }
@@ -61,7 +63,7 @@ inline int32_t WrapI32(int32_t v, DType t) {
     case DType::kI8: return static_cast<int8_t>(v);
     case DType::kU8: return static_cast<uint8_t>(v);
     case DType::kBool: return v != 0;
-    default: return v;  // i32, u32 (kept as bits)
+    default: return v;  // i32
   }
 }
 
@@ -80,6 +82,11 @@ void RoundToDType(void* reg, DType t, int64_t n) {
     case DType::kI16: case DType::kI8: case DType::kU8: case DType::kBool: {
       int32_t* x = static_cast<int32_t*>(reg);
       for (int64_t i = 0; i < n; ++i) x[i] = WrapI32(x[i], t);
+      break;
+    }
+    case DType::kU32: {
+      int64_t* x = static_cast<int64_t*>(reg);
+      for (int64_t i = 0; i < n; ++i) x[i] = static_cast<uint32_t>(x[i]);
       break;
     }
     default: break;
@@ -113,7 +120,7 @@ void Load(DType t, const char* p, int64_t stride, int64_t n, void* reg) {
     case DType::kI64: LoadAs<int64_t, int64_t>(p, stride, n, static_cast<int64_t*>(reg)); break;
     case DType::kU64: LoadAs<int64_t, uint64_t>(p, stride, n, static_cast<int64_t*>(reg)); break;
     case DType::kI32: LoadAs<int32_t, int32_t>(p, stride, n, static_cast<int32_t*>(reg)); break;
-    case DType::kU32: LoadAs<int32_t, uint32_t>(p, stride, n, static_cast<int32_t*>(reg)); break;
+    case DType::kU32: LoadAs<int64_t, uint32_t>(p, stride, n, static_cast<int64_t*>(reg)); break;
     case DType::kI16: LoadAs<int32_t, int16_t>(p, stride, n, static_cast<int32_t*>(reg)); break;
     case DType::kI8: LoadAs<int32_t, int8_t>(p, stride, n, static_cast<int32_t*>(reg)); break;
     case DType::kU8: LoadAs<int32_t, uint8_t>(p, stride, n, static_cast<int32_t*>(reg)); break;
@@ -152,7 +159,7 @@ void Store(DType t, const void* reg, int64_t n, char* p, int64_t stride) {
     case DType::kI64: StoreAs<int64_t, int64_t>(static_cast<const int64_t*>(reg), n, p, stride); break;
     case DType::kU64: StoreAs<int64_t, uint64_t>(static_cast<const int64_t*>(reg), n, p, stride); break;
     case DType::kI32: StoreAs<int32_t, int32_t>(static_cast<const int32_t*>(reg), n, p, stride); break;
-    case DType::kU32: StoreAs<int32_t, uint32_t>(static_cast<const int32_t*>(reg), n, p, stride); break;
+    case DType::kU32: StoreAs<int64_t, uint32_t>(static_cast<const int64_t*>(reg), n, p, stride); break;
     case DType::kI16: StoreAs<int32_t, int16_t>(static_cast<const int32_t*>(reg), n, p, stride); break;
     case DType::kI8: StoreAs<int32_t, int8_t>(static_cast<const int32_t*>(reg), n, p, stride); break;
     case DType::kU8: case DType::kBool:
@@ -259,7 +266,9 @@ void UnaryLoop(OpCode code, const T* a, T* o, int64_t n) {
 template <typename T>
 inline T IntDiv(T a, T b) {
   if (b == 0) return T(-1);  // StableHLO: x/0 on integers is all ones; never trap
-  if (std::is_signed_v<T> && b == T(-1)) return static_cast<T>(-a);  // no INT_MIN/-1 trap
+  // x / -1 without the INT_MIN / -1 trap: negate in unsigned arithmetic (INT_MIN stays INT_MIN).
+  if (std::is_signed_v<T> && b == T(-1))
+    return static_cast<T>(std::make_unsigned_t<T>{0} - static_cast<std::make_unsigned_t<T>>(a));
   return a / b;
 }
 template <typename T>
@@ -417,7 +426,7 @@ void RunOp(const Graph& g, const Op& op, const void* const* in, void* out, int64
 }
 
 // Merges dimensions that are contiguous for every operand and drops size-1 dims.
-void Coalesce(Dims& dims, std::vector<Dims*>& strides) {
+void Coalesce(Dims& dims, SmallVector<Dims*, 8>& strides) {
   Dims nd;
   std::vector<Dims> ns(strides.size());
   for (size_t d = 0; d < dims.size(); ++d) {
@@ -445,8 +454,8 @@ struct Operand {
 };
 
 // Iterates a (coalesced) space in tiles, calling fn(offsets_in_elements[], len) per tile.
-template <typename F>
-void ForEachTile(const Dims& dims, const std::vector<Operand>& ops, F&& fn) {
+template <typename Ops, typename F>
+void ForEachTile(const Dims& dims, const Ops& ops, F&& fn) {
   int rank = static_cast<int>(dims.size());
   int64_t inner = rank ? dims.back() : 1;
   int64_t outer = 1;
@@ -455,7 +464,7 @@ void ForEachTile(const Dims& dims, const std::vector<Operand>& ops, F&& fn) {
   int64_t tiles = outer * chunks;
   int64_t total = outer * inner;
   auto body = [&](int64_t b, int64_t e) {
-    std::vector<int64_t> off(ops.size());
+    SmallVector<int64_t, 16> off(ops.size());
     for (int64_t t = b; t < e; ++t) {
       int64_t o = t / chunks, c = t % chunks;
       int64_t start = c * kTile;
@@ -478,34 +487,25 @@ void ForEachTile(const Dims& dims, const std::vector<Operand>& ops, F&& fn) {
 }  // namespace
 
 Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vector<View>& views) {
-  int np = g.num_params();
   const int nin = static_cast<int>(region.inputs.size());
   const int nops = static_cast<int>(region.ops.size());
-  // Register slot per value: inputs first, then one per op.
-  std::vector<int> slot_of(g.num_values(), -1);
-  for (int k = 0; k < nin; ++k) slot_of[region.inputs[k]] = k;
-  for (int i = 0; i < nops; ++i) slot_of[np + region.ops[i]] = nin + i;
-  std::vector<DType> slot_dtype(nin + nops);
-  for (int k = 0; k < nin; ++k) slot_dtype[k] = g.TypeOf(region.inputs[k]).dtype;
-  for (int i = 0; i < nops; ++i) slot_dtype[nin + i] = g.ops[region.ops[i]].type.dtype;
-
   std::vector<Operand> operands;
+  operands.reserve(region.inputs.size() + region.outputs.size());
   Dims dims = region.shape;
   for (int v : region.inputs) {
     const View& w = views[v];
     operands.push_back({static_cast<char*>(w.data), w.dtype, w.strides, DTypeSize(w.dtype)});
   }
   const int nout = static_cast<int>(region.outputs.size());
-  std::vector<int> out_slot(nout);
+  const std::vector<int>& out_slot = region.output_slots;
   for (int k = 0; k < nout; ++k) {
     const View& w = views[region.outputs[k]];
     operands.push_back({static_cast<char*>(w.data), w.dtype, w.strides, DTypeSize(w.dtype)});
-    out_slot[k] = slot_of[region.outputs[k]];
   }
   for (auto& o : operands)
     if (o.strides.size() != dims.size()) return Internal("fused region operand rank mismatch");
   {
-    std::vector<Dims*> sp;
+    SmallVector<Dims*, 8> sp;
     for (auto& o : operands) sp.push_back(&o.strides);
     Coalesce(dims, sp);
   }
@@ -551,7 +551,8 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
         out = o.base + off[nin + direct_out] * o.elem;
       }
       const void* in[3];
-      for (size_t j = 0; j < op.operands.size(); ++j) in[j] = regs[slot_of[op.operands[j]]];
+      const auto& slots = region.operand_slots[i];
+      for (size_t j = 0; j < slots.size(); ++j) in[j] = regs[slots[j]];
       RunOp(g, op, in, out, len);
       regs[slot] = out;
     }
@@ -567,11 +568,13 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
 
 Status CopyView(const View& src, const View& dst) {
   if (src.dims != dst.dims) return Internal("CopyView shape mismatch");
-  std::vector<Operand> operands = {
-      {static_cast<char*>(src.data), src.dtype, src.strides, DTypeSize(src.dtype)},
-      {static_cast<char*>(dst.data), dst.dtype, dst.strides, DTypeSize(dst.dtype)}};
+  std::vector<Operand> operands;
+  operands.push_back({static_cast<char*>(src.data), src.dtype, src.strides, DTypeSize(src.dtype)});
+  operands.push_back({static_cast<char*>(dst.data), dst.dtype, dst.strides, DTypeSize(dst.dtype)});
   Dims dims = src.dims;
-  std::vector<Dims*> sp = {&operands[0].strides, &operands[1].strides};
+  SmallVector<Dims*, 8> sp;
+  sp.push_back(&operands[0].strides);
+  sp.push_back(&operands[1].strides);
   Coalesce(dims, sp);
   int rank = static_cast<int>(dims.size());
   int64_t s0 = rank ? operands[0].strides[rank - 1] : 1, s1 = rank ? operands[1].strides[rank - 1] : 1;

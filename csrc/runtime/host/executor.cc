@@ -21,6 +21,21 @@ bool SameView(const View& a, const View& b) {
   return a.data == b.data && a.dtype == b.dtype && a.dims == b.dims && a.strides == b.strides;
 }
 
+// Whether parameter p is read only directly by ops of `region` (not through a view, by another
+// step, or as a result). Only then may an output bound to p's identical view be written in
+// place: the region reads each element just before it writes the same element.
+bool OnlyReadByRegion(const Graph& g, int p, const FusedRegion& region) {
+  for (int r : g.results)
+    if (r == p) return false;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    bool uses = false;
+    for (int o : g.ops[i].operands) uses |= o == p;
+    if (uses && std::find(region.ops.begin(), region.ops.end(), static_cast<int>(i)) == region.ops.end())
+      return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Status HostExecutor::Run(const Launch& launch) {
@@ -32,7 +47,8 @@ Status HostExecutor::Run(const Launch& launch) {
     return Internal("launch of " + e.name + " has the wrong number of arguments");
   if (scratch_.size() < static_cast<size_t>(e.scratch_bytes) + 64) scratch_.resize(e.scratch_bytes + 64);
   char* scratch = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(scratch_.data()) + 63) & ~uintptr_t{63});
-  std::vector<View> views(nv);
+  views_.resize(nv);
+  std::vector<View>& views = views_;
   for (int p = 0; p < np; ++p) {
     views[p] = launch.params[p].view();
     if (views[p].dims != g.params[p].dims || views[p].dtype != g.params[p].dtype)
@@ -45,15 +61,8 @@ Status HostExecutor::Run(const Launch& launch) {
   }
   // Write results straight into their bindings where that is safe: the producing step must
   // accept the binding's layout, and the binding must not overlap an input it could clobber.
-  std::vector<bool> direct(g.results.size(), false);
-  std::vector<int> producer_step(nv, -1);
-  for (size_t s = 0; s < e.steps.size(); ++s) {
-    const Step& st = e.steps[s];
-    if (st.kind == StepKind::kFused)
-      for (int v : e.regions[st.index].outputs) producer_step[v] = static_cast<int>(s);
-    else
-      producer_step[np + st.index] = static_cast<int>(s);
-  }
+  SmallVector<bool, 8> direct(g.results.size(), false);
+  const std::vector<int>& producer_step = e.producer_step;
   for (size_t r = 0; r < g.results.size(); ++r) {
     int v = g.results[r];
     if (v < np || e.slots[v].kind != SlotKind::kTemp) continue;
@@ -66,9 +75,10 @@ Status HostExecutor::Run(const Launch& launch) {
     bool safe = true;
     for (int p = 0; p < np && safe; ++p) {
       if (!Overlaps(out, views[p])) continue;
-      // An identical view read by the same fused region is safe (each element is read before
-      // it is written); anything else goes through the temp.
-      safe = fused && SameView(out, views[p]);
+      // An identical view read only by the same fused region is safe (each element is read
+      // before it is written); anything else goes through the temp.
+      safe = fused && SameView(out, views[p]) &&
+             OnlyReadByRegion(g, p, e.regions[e.steps[producer_step[v]].index]);
     }
     for (size_t q = 0; q < launch.results.size() && safe; ++q)
       if (q != r && Overlaps(out, launch.results[q].view())) safe = false;
@@ -135,9 +145,16 @@ Status HostExecutor::Run(const Launch& launch) {
       }
     }
   }
-  for (size_t r = 0; r < g.results.size(); ++r) {
-    if (direct[r]) continue;
-    TPU_RETURN_IF_ERROR(CopyView(views[g.results[r]], launch.results[r].view()));
+  // Results that read caller memory (parameters and views) are copied before those computed
+  // into scratch, so a result bound in place over a parameter is written after the others
+  // have read the parameter's old value.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t r = 0; r < g.results.size(); ++r) {
+      int v = g.results[r];
+      bool reads_caller_memory = v < np || e.slots[v].kind == SlotKind::kView;
+      if (direct[r] || reads_caller_memory != (pass == 0)) continue;
+      TPU_RETURN_IF_ERROR(CopyView(views[v], launch.results[r].view()));
+    }
   }
   return Status::Ok();
 }

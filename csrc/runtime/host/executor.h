@@ -13,6 +13,7 @@ class HostExecutor : public Executor {
 
  private:
   std::vector<char> scratch_;  // reused across launches
+  std::vector<View> views_;    // per value, reused across launches
 };
 
 }  // namespace tpu::host

@@ -11,13 +11,13 @@
 namespace tpu::host {
 namespace {
 
-std::vector<int64_t> IndicesAsI64(const View& idx, std::vector<char>& storage) {
+Dims IndicesAsI64(const View& idx, std::vector<char>& storage) {
   View dst{nullptr, DType::kI64, idx.dims, ContiguousStrides(idx.dims)};
   storage.resize(std::max<int64_t>(1, dst.NumElements()) * 8);
   dst.data = storage.data();
   (void)CopyView(idx, dst);
   const int64_t* p = reinterpret_cast<const int64_t*>(storage.data());
-  return std::vector<int64_t>(p, p + dst.NumElements());
+  return Dims(p, p + dst.NumElements());
 }
 
 View Contiguous(const View& v, std::vector<char>& storage) {
@@ -29,7 +29,7 @@ View Contiguous(const View& v, std::vector<char>& storage) {
   return dst;
 }
 
-bool Contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool Contains(const Dims& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 Status IndexError(int64_t index, int64_t dim, int64_t size) {
   return OutOfRange("index " + std::to_string(index) + " is out of bounds for dimension " +
@@ -43,14 +43,14 @@ Status RunGather(const Op& op, const View& operand_in, const View& indices, cons
   bool checked = op.attrs.kind != 0;
   std::vector<char> s1, s2;
   View operand = Contiguous(operand_in, s1);
-  std::vector<int64_t> idx = IndicesAsI64(indices, s2);
+  Dims idx = IndicesAsI64(indices, s2);
   int64_t nvec = static_cast<int64_t>(a.c.size());
   int64_t nbatch = nvec ? static_cast<int64_t>(idx.size()) / nvec : 0;
   int orank = static_cast<int>(operand.dims.size());
   int elem = DTypeSize(operand.dtype);
   Dims ostr = ContiguousStrides(operand.dims);
   // Per batch position: the clamped (or checked) start offset in elements.
-  std::vector<int64_t> start_off(nbatch);
+  Dims start_off(nbatch);
   for (int64_t b = 0; b < nbatch; ++b) {
     int64_t off = 0;
     for (int64_t k = 0; k < nvec; ++k) {
@@ -66,7 +66,7 @@ Status RunGather(const Op& op, const View& operand_in, const View& indices, cons
     start_off[b] = off;
   }
   // The slice (window) as a set of element offsets, in result order of offset dims.
-  std::vector<int64_t> wdims, wstrides;
+  Dims wdims, wstrides;
   for (int d = 0; d < orank; ++d)
     if (!Contains(a.b, d)) {
       wdims.push_back(a.d[d]);
@@ -98,7 +98,7 @@ Status RunGather(const Op& op, const View& operand_in, const View& indices, cons
   }
   // General path: walk result elements.
   Dims rstr = ContiguousStrides(out.dims);
-  std::vector<int64_t> batch_dims;
+  Dims batch_dims;
   for (int d = 0; d < out_rank; ++d)
     if (!Contains(a.a, d)) batch_dims.push_back(d);
   int64_t total = out.NumElements();
@@ -138,11 +138,11 @@ Status RunScatter(const Op& op, const View& operand, const View& indices, const 
   TPU_RETURN_IF_ERROR(CopyView(operand, out));
   std::vector<char> s1, s2;
   View updates = Contiguous(updates_in, s1);
-  std::vector<int64_t> idx = IndicesAsI64(indices, s2);
+  Dims idx = IndicesAsI64(indices, s2);
   int64_t nvec = static_cast<int64_t>(a.c.size());
   int orank = static_cast<int>(out.dims.size());
   Dims ostr = ContiguousStrides(out.dims);
-  std::vector<int64_t> window_operand_dims;  // operand dims that window dims map to
+  Dims window_operand_dims;  // operand dims that window dims map to
   for (int d = 0; d < orank; ++d)
     if (!Contains(a.b, d)) window_operand_dims.push_back(d);
   int urank = static_cast<int>(updates.dims.size());
@@ -151,7 +151,7 @@ Status RunScatter(const Op& op, const View& operand, const View& indices, const 
   int elem = DTypeSize(out.dtype);
   char* dst = static_cast<char*>(out.data);
   const char* src = static_cast<const char*>(updates.data);
-  std::vector<int64_t> full(orank);
+  Dims full(orank);
   for (int64_t e = 0; e < total; ++e) {
     int64_t b = 0;
     std::fill(full.begin(), full.end(), 0);

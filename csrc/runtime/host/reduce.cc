@@ -15,7 +15,7 @@ DType AccType(DType t) {
   switch (t) {
     case DType::kF32: case DType::kBF16: case DType::kF16: return DType::kF32;
     case DType::kF64: return DType::kF64;
-    case DType::kI64: case DType::kU64: return DType::kI64;
+    case DType::kI64: case DType::kU64: case DType::kU32: return DType::kI64;
     default: return DType::kI32;
   }
 }
@@ -91,7 +91,7 @@ void ReduceBlock(ReduceKind kind, const T* in, T init, T* out, int64_t outer, in
 }
 
 // Materializes `in` contiguously in `dtype`, with its dims permuted by `perm`.
-View Materialize(const View& in, const std::vector<int64_t>& perm, DType dtype, std::vector<char>& storage) {
+View Materialize(const View& in, const Dims& perm, DType dtype, std::vector<char>& storage) {
   View src = in;
   src.dims.clear();
   src.strides.clear();
@@ -125,7 +125,7 @@ Status RunReduce(const Op& op, const View& in, const View& init, const View& out
   std::vector<bool> reduced(rank, false);
   for (int64_t d : rdims) reduced[d] = true;
   // Kept dims first, reduced dims last: one contiguous block per output element.
-  std::vector<int64_t> perm;
+  Dims perm;
   int64_t outer = 1, red = 1;
   for (int d = 0; d < rank; ++d)
     if (!reduced[d]) { perm.push_back(d); outer *= in.dims[d]; }
@@ -163,7 +163,7 @@ Status RunArgReduce(const Op& op, const View& in, const View& out) {
   int64_t dim = op.attrs.a[0];
   bool is_max = static_cast<ReduceKind>(op.attrs.kind) == ReduceKind::kMax;
   int rank = static_cast<int>(in.dims.size());
-  std::vector<int64_t> perm;
+  Dims perm;
   for (int d = 0; d < rank; ++d)
     if (d != dim) perm.push_back(d);
   perm.push_back(dim);

@@ -45,7 +45,6 @@ EagerMode GetEagerMode() {
 
 void SetEagerMode(EagerMode mode) { g_mode.store(static_cast<int>(mode), std::memory_order_relaxed); }
 
-Lowering::Lowering(const char* op) : op_(op) {}
 
 int Lowering::AddParam(const TensorType& type, Binding binding) {
   params_.push_back(std::move(binding));
@@ -131,6 +130,7 @@ void Lowering::Run() {
   queued->executor = &dev.executor();
   queued->launch.executable = std::move(exe).value();
   queued->launch.params = std::move(params_);
+  queued->launch.results.reserve(outputs_.size());
   for (auto& [value, out] : outputs_) queued->launch.results.emplace_back(BufferOf(out), ViewOf(out));
   uint64_t seq = dev.queue().Enqueue([queued] { return queued->executor->Run(queued->launch); },
                                      TaskContext{op_, std::move(location_)});

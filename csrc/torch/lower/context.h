@@ -28,7 +28,10 @@ void SetEagerMode(EagerMode mode);
 class Lowering {
  public:
   // `op` must outlive the process (a string literal).
-  explicit Lowering(const char* op);
+  explicit Lowering(const char* op) : op_(op) {
+    params_.reserve(4);
+    outputs_.reserve(2);
+  }
   Builder& b() { return builder_; }
 
   int Input(const at::Tensor& t);

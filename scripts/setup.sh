@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Sets up everything torch_tpu needs to build, test and run, and (re)builds it. Idempotent and
+# fast when nothing changed.
+#
+#   bash scripts/setup.sh        set up / rebuild
+#   source scripts/setup.sh      the same, then activates the venv in this shell
+#
+# 1. Debian packages (apt), installed only when missing;
+# 2. a venv outside the repo, reused between runs and recreated when broken:
+#    $TORCH_TPU_VENV (default ~/.cache/torch_tpu/venv, i.e. /root/.cache/torch_tpu/venv as root);
+# 3. Python packages in it (torch pinned to 2.13.0, the CPU build), installed only when missing;
+# 4. `pip install --no-build-isolation -e .`: the C++ extension is built by CMake+Ninja in build/
+#    (incremental, ccache) and lands in ./torch_tpu/.
+# Set TORCH_TPU_SKIP_BUILD=1 to skip step 4.
+
+_tpu_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export TORCH_TPU_VENV="${TORCH_TPU_VENV:-${HOME:-/root}/.cache/torch_tpu/venv}"
+
+_TPU_APT_PACKAGES=(g++ cmake ninja-build ccache libdnnl-dev libhwy-dev libgtest-dev pkg-config)
+# name, and how pip is asked for it when it is missing
+_TPU_PY_PACKAGES=(
+  "torch==2.13.0"
+  "numpy" "pytest" "expecttest" "hypothesis" "tqdm" "matplotlib"
+  "setuptools>=70.1"
+)
+
+_tpu_log() { echo "[setup] $*"; }
+
+_tpu_apt() {
+  local missing=() p
+  for p in "${_TPU_APT_PACKAGES[@]}"; do
+    if [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]]; then
+      missing+=("$p")
+    fi
+  done
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    _tpu_log "apt packages: ok"
+    return 0
+  fi
+  _tpu_log "apt packages: installing ${missing[*]}"
+  local sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { _tpu_log "error: need root (or sudo) to install ${missing[*]}"; return 1; }
+    sudo=(sudo)
+  fi
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+  _tpu_log "apt packages: installed"
+}
+
+_tpu_venv() {
+  local py="$TORCH_TPU_VENV/bin/python"
+  if [[ -x $py ]] && "$py" -c 'import sys, pip; assert sys.version_info >= (3, 10)' 2>/dev/null; then
+    _tpu_log "venv: $TORCH_TPU_VENV (reused)"
+    return 0
+  fi
+  local base="${TORCH_TPU_BASE_PYTHON:-python3}"
+  if [[ -e $TORCH_TPU_VENV ]]; then
+    _tpu_log "venv: $TORCH_TPU_VENV is broken, recreating it"
+    rm -rf "$TORCH_TPU_VENV"
+  fi
+  "$base" -c 'import sys; assert sys.version_info >= (3, 10), sys.version' ||
+    { _tpu_log "error: $base is older than Python 3.10"; return 1; }
+  mkdir -p "$(dirname "$TORCH_TPU_VENV")"
+  "$base" -m venv "$TORCH_TPU_VENV"
+  _tpu_log "venv: $TORCH_TPU_VENV (created with $("$base" --version 2>&1))"
+}
+
+_tpu_pip_deps() {
+  local py="$TORCH_TPU_VENV/bin/python" missing
+  # Prints the requirements that are not satisfied, one per line (a quick check, no pip run).
+  missing=$("$py" - "${_TPU_PY_PACKAGES[@]}" <<'PYEOF'
+import importlib.metadata as md, re, sys
+
+def version_tuple(v):
+    return tuple(int(x) for x in re.findall(r"\d+", v.split("+")[0])[:3])
+
+for req in sys.argv[1:]:
+    name, op, want = re.match(r"([A-Za-z0-9_.-]+)(==|>=)?(.*)", req).groups()
+    try:
+        have = md.version(name)
+    except md.PackageNotFoundError:
+        print(req); continue
+    if op == "==" and have.split("+")[0] != want:
+        print(req)
+    elif op == ">=" and version_tuple(have) < version_tuple(want):
+        print(req)
+PYEOF
+  ) || return 1
+  if [[ -z $missing ]]; then
+    _tpu_log "python packages: ok ($("$py" -c 'import importlib.metadata as m; print("torch", m.version("torch"))'))"
+    return 0
+  fi
+  _tpu_log "python packages: installing $(echo $missing)"
+  local log
+  log="$(mktemp)"
+  # shellcheck disable=SC2086
+  if ! "$py" -m pip install --disable-pip-version-check $missing >"$log" 2>&1; then
+    cat "$log"
+    rm -f "$log"
+    _tpu_log "error: pip install failed (log above)"
+    return 1
+  fi
+  rm -f "$log"
+  _tpu_log "python packages: installed"
+}
+
+_tpu_build() {
+  if [[ ${TORCH_TPU_SKIP_BUILD:-0} == 1 ]]; then
+    _tpu_log "build: skipped (TORCH_TPU_SKIP_BUILD=1)"
+    return 0
+  fi
+  _tpu_log "build: pip install --no-build-isolation -e . (CMake+Ninja in build/, incremental)"
+  local start=$SECONDS log
+  log="$(mktemp)"
+  # Quiet when it works; the whole build log when it does not.
+  if ! "$TORCH_TPU_VENV/bin/python" -m pip install --disable-pip-version-check \
+      --no-build-isolation -v -e "$_tpu_root" >"$log" 2>&1; then
+    cat "$log"
+    rm -f "$log"
+    _tpu_log "error: building torch_tpu failed (full log above)"
+    return 1
+  fi
+  rm -f "$log"
+  _tpu_log "build: ok ($((SECONDS - start))s)"
+}
+
+_tpu_setup_main() {
+  set -euo pipefail
+  cd "$_tpu_root"
+  _tpu_apt
+  _tpu_venv
+  _tpu_pip_deps
+  _tpu_build
+}
+
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  # executed
+  _tpu_setup_main
+else
+  # sourced: do the work in a child bash (its `set -e` stays there and is not disabled by this
+  # `if`, as it would be in a subshell), then activate the venv in this shell
+  if ! bash "$_tpu_root/scripts/setup.sh"; then
+    _tpu_log "error: setup failed"
+    return 1
+  fi
+  export VIRTUAL_ENV="$TORCH_TPU_VENV"
+  case ":$PATH:" in
+    *":$VIRTUAL_ENV/bin:"*) ;;
+    *) export PATH="$VIRTUAL_ENV/bin:$PATH" ;;
+  esac
+  hash -r 2>/dev/null || true
+fi

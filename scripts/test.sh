@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Sets up (scripts/setup.sh), then runs every check; exits non-zero if any fails.
+#   1. layering check (scripts/check_layering.sh)
+#   2. C++ core tests: GoogleTest binary built in build/core-tests, without torch, -Werror
+#   3. Python tests: python -m pytest tests/python -q [ARGS...]
+# Arguments are passed to pytest:  scripts/test.sh -k matmul -x
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
+
+# shellcheck source=scripts/setup.sh
+source scripts/setup.sh || { echo "[test] setup failed"; exit 1; }
+py="$TORCH_TPU_VENV/bin/python"
+
+results=()
+failed=0
+run_stage() {  # run_stage NAME FUNCTION [ARGS...]
+  local name=$1 start=$SECONDS
+  shift
+  echo "[test] === $name"
+  if "$@"; then
+    results+=("$name: ok ($((SECONDS - start))s)")
+  else
+    results+=("$name: FAILED ($((SECONDS - start))s)")
+    failed=1
+  fi
+}
+
+layering() {
+  bash scripts/check_layering.sh
+}
+
+core_tests() {
+  local dirs=(csrc/base csrc/ir csrc/compiler csrc/runtime) existing=() d
+  for d in "${dirs[@]}"; do [[ -d $d ]] && existing+=("$d"); done
+  if [[ ${#existing[@]} -eq 0 ]] ||
+     [[ -z "$(find "${existing[@]}" -name '*_test.cc' -print -quit)" ]]; then
+    echo "core-tests: no C++ test sources found (csrc/{base,ir,compiler,runtime}/**/*_test.cc)"
+    return 1
+  fi
+  local bdir=build/core-tests
+  cmake -S . -B "$bdir" -G Ninja --log-level=WARNING -DCMAKE_BUILD_TYPE=Release \
+    -DTPU_BUILD_TORCH=OFF -DTPU_BUILD_TESTS=ON -DTPU_WERROR=ON || return 1
+  cmake --build "$bdir" --target tpu_core_tests || return 1
+  "$bdir/tpu_core_tests" --gtest_brief=1 || return 1
+}
+
+python_tests() {
+  local rc=0
+  "$py" -m pytest tests/python -q "$@" || rc=$?
+  if [[ $rc -eq 5 ]]; then
+    echo "pytest: no tests were collected (exit 5): treated as a failure"
+  fi
+  return $rc
+}
+
+run_stage layering layering
+run_stage core-tests core_tests
+run_stage pytest python_tests "$@"
+
+echo "[test] summary:"
+printf '[test]   %s\n' "${results[@]}"
+exit $failed
