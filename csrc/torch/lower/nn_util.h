@@ -2,6 +2,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 
 #include <numeric>
 
@@ -10,12 +11,13 @@
 namespace tpu::torch_bridge::nn {
 
 // The result tensor of a structured op: a new tensor, or an out= tensor that must already have
-// the result dtype (ATen's structured out= rule) and is resized to `sizes`.
+// the result dtype (ATen's structured out= rule), must not overlap itself, and is resized.
 inline at::Tensor ResultTensor(const at::Tensor* out, at::IntArrayRef sizes, at::ScalarType dtype,
                                const at::Tensor& like) {
   if (!out) return EmptyLike(sizes, dtype, like);
-  TORCH_CHECK(out->scalar_type() == dtype, "Expected out tensor to have dtype ", c10::scalarTypeToTypeMeta(dtype),
-              ", but got ", out->dtype(), " instead");
+  TORCH_CHECK(out->scalar_type() == dtype, "Expected out tensor to have dtype ",
+              c10::scalarTypeToTypeMeta(dtype), ", but got ", out->dtype(), " instead");
+  at::assert_no_internal_overlap(*out);  // an expanded out= has no defined result: ATen refuses it
   ResizeOut(*out, sizes);
   return *out;
 }

@@ -16,13 +16,13 @@ namespace tpu::torch_bridge {
 namespace {
 
 struct LnShape {
-  int64_t axis;    // first normalized dim
-  Dims dims;       // input shape
-  Dims outer;      // input shape[:axis]: the statistics' shape
-  Dims stat_dims;  // shape[:axis] + [1] * normalized rank: what ATen returns for mean/rstd
-  Dims norm_axes;  // [axis, rank)
-  Dims outer_axes; // [0, axis)
-  int64_t n;       // elements per normalized group
+  int64_t axis;     // first normalized dim
+  Dims dims;        // input shape
+  Dims outer;       // input shape[:axis]: the statistics' shape
+  Dims stat_dims;   // shape[:axis] + [1] * normalized rank: what ATen returns for mean/rstd
+  Dims norm_axes;   // [axis, rank)
+  Dims outer_axes;  // [0, axis)
+  int64_t n;        // elements per normalized group
 };
 
 // Parameters share the input's dtype, or are float32 for a bfloat16/float16 input.
@@ -33,17 +33,20 @@ void CheckParam(const at::Tensor& input, const at::Tensor& p) {
               "mixed dtype: expect parameter to have scalar type of Float");
 }
 
-LnShape CheckLayerNorm(const at::Tensor& input, at::IntArrayRef normalized_shape, const at::Tensor& weight,
-                       const at::Tensor& bias) {
+LnShape CheckLayerNorm(const at::Tensor& input, at::IntArrayRef normalized_shape,
+                       const at::Tensor& weight, const at::Tensor& bias) {
   int64_t nd = static_cast<int64_t>(normalized_shape.size());
-  TORCH_CHECK(nd >= 1, "Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one "
-                       "element, but got normalized_shape = ", normalized_shape);
+  TORCH_CHECK(
+      nd >= 1,
+      "Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one "
+      "element, but got normalized_shape = ",
+      normalized_shape);
   TORCH_CHECK(!weight.defined() || weight.sizes().equals(normalized_shape),
-              "Expected weight to be of same shape as normalized_shape, but got weight of shape ", weight.sizes(),
-              " and normalized_shape = ", normalized_shape);
+              "Expected weight to be of same shape as normalized_shape, but got weight of shape ",
+              weight.sizes(), " and normalized_shape = ", normalized_shape);
   TORCH_CHECK(!bias.defined() || bias.sizes().equals(normalized_shape),
-              "Expected bias to be of same shape as normalized_shape, but got bias of shape ", bias.sizes(),
-              " and normalized_shape = ", normalized_shape);
+              "Expected bias to be of same shape as normalized_shape, but got bias of shape ",
+              bias.sizes(), " and normalized_shape = ", normalized_shape);
   int64_t rank = input.dim();
   if (rank < nd || !input.sizes().slice(rank - nd).equals(normalized_shape)) {
     std::ostringstream ss;
@@ -52,8 +55,9 @@ LnShape CheckLayerNorm(const at::Tensor& input, at::IntArrayRef normalized_shape
     ss << "], but got input of size" << input.sizes();
     TORCH_CHECK(false, ss.str());
   }
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()), "\"LayerNormKernelImpl\" not implemented for '",
-                              input.scalar_type(), "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()),
+                              "\"LayerNormKernelImpl\" not implemented for '", input.scalar_type(),
+                              "'");
   CheckParam(input, weight);
   CheckParam(input, bias);
   LnShape s;
@@ -85,9 +89,10 @@ int GroupMean(Builder& b, int x, const LnShape& s) {
   return b.Binary(OpCode::kDivide, sum, b.ScalarLike(static_cast<double>(s.n), sum));
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
-                                                          const std::optional<at::Tensor>& weight_opt,
-                                                          const std::optional<at::Tensor>& bias_opt, double eps) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(
+    const at::Tensor& input, at::IntArrayRef normalized_shape,
+    const std::optional<at::Tensor>& weight_opt, const std::optional<at::Tensor>& bias_opt,
+    double eps) {
   const at::Tensor& w = weight_opt.has_value() ? *weight_opt : at::Tensor();
   const at::Tensor& bias = bias_opt.has_value() ? *bias_opt : at::Tensor();
   CheckSameDevice("native_layer_norm", {&input, &w, &bias});
@@ -111,7 +116,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
   int mu = GroupMean(b, x, s);
   int xc = b.Binary(OpCode::kSubtract, x, Stat(b, mu, s));
   int var = GroupMean(b, b.Binary(OpCode::kMultiply, xc, xc), s);
-  int r = b.Unary(OpCode::kRsqrt, b.Binary(OpCode::kAdd, var, b.BroadcastTo(l.Scalar(eps, ct), s.outer)));
+  int r = b.Unary(OpCode::kRsqrt,
+                  b.Binary(OpCode::kAdd, var, b.BroadcastTo(l.Scalar(eps, ct), s.outer)));
   int y = b.Binary(OpCode::kMultiply, xc, Stat(b, r, s));
   if (w.defined()) y = b.Binary(OpCode::kMultiply, y, Param(b, l.Input(w, ct), s));
   if (bias.defined()) y = b.Binary(OpCode::kAdd, y, Param(b, l.Input(bias, ct), s));
@@ -123,18 +129,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
-    const at::Tensor& grad_out, const at::Tensor& input, at::IntArrayRef normalized_shape, const at::Tensor& mean,
-    const at::Tensor& rstd, const std::optional<at::Tensor>& weight_opt, const std::optional<at::Tensor>& bias_opt,
-    std::array<bool, 3> mask) {
+    const at::Tensor& grad_out, const at::Tensor& input, at::IntArrayRef normalized_shape,
+    const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight_opt,
+    const std::optional<at::Tensor>& bias_opt, std::array<bool, 3> mask) {
   const at::Tensor& w = weight_opt.has_value() ? *weight_opt : at::Tensor();
   const at::Tensor& bias = bias_opt.has_value() ? *bias_opt : at::Tensor();
   CheckSameDevice("native_layer_norm_backward", {&grad_out, &input, &mean, &rstd, &w, &bias});
   LnShape s = CheckLayerNorm(input, normalized_shape, w, bias);
-  TORCH_CHECK(grad_out.sizes() == input.sizes(), "native_layer_norm_backward: grad_out has shape ", grad_out.sizes(),
-              " but input has shape ", input.sizes());
+  TORCH_CHECK(grad_out.sizes() == input.sizes(), "native_layer_norm_backward: grad_out has shape ",
+              grad_out.sizes(), " but input has shape ", input.sizes());
   int64_t groups = c10::multiply_integers(s.outer);
-  TORCH_CHECK(mean.numel() == groups && rstd.numel() == groups, "native_layer_norm_backward: expected mean and rstd "
-              "with ", groups, " elements, got ", mean.numel(), " and ", rstd.numel());
+  TORCH_CHECK(mean.numel() == groups && rstd.numel() == groups,
+              "native_layer_norm_backward: expected mean and rstd "
+              "with ",
+              groups, " elements, got ", mean.numel(), " and ", rstd.numel());
   at::Tensor dx, dw, db;
   if (mask[0]) dx = EmptyLike(input.sizes(), input.scalar_type(), input);
   // Parameter gradients exist only for parameters that exist (ATen's CPU kernel cannot make them).
@@ -154,13 +162,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
     int x = l.Input(input, ct);
     int mu = b.Reshape(l.Input(mean, ct), s.outer);
     int r = b.Reshape(l.Input(rstd, ct), s.outer);
-    int xhat = b.Binary(OpCode::kMultiply, b.Binary(OpCode::kSubtract, x, Stat(b, mu, s)), Stat(b, r, s));
+    int xhat =
+        b.Binary(OpCode::kMultiply, b.Binary(OpCode::kSubtract, x, Stat(b, mu, s)), Stat(b, r, s));
     if (dx.defined()) {
       // dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), gw = g * weight
       int gw = w.defined() ? b.Binary(OpCode::kMultiply, g, Param(b, l.Input(w, ct), s)) : g;
       int m1 = Stat(b, GroupMean(b, gw, s), s);
       int m2 = Stat(b, GroupMean(b, b.Binary(OpCode::kMultiply, gw, xhat), s), s);
-      int inner = b.Binary(OpCode::kSubtract, b.Binary(OpCode::kSubtract, gw, m1), b.Binary(OpCode::kMultiply, xhat, m2));
+      int inner = b.Binary(OpCode::kSubtract, b.Binary(OpCode::kSubtract, gw, m1),
+                           b.Binary(OpCode::kMultiply, xhat, m2));
       l.Output(b.Binary(OpCode::kMultiply, Stat(b, r, s), inner), dx);
     }
     if (dw.defined()) {

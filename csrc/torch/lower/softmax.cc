@@ -15,11 +15,14 @@ namespace {
 int Forward(Builder& b, int x, int64_t d, bool log) {
   const Dims full = b.TypeOf(x).dims;
   DType t = b.TypeOf(x).dtype;
-  int max = b.Reduce(x, b.Constant(-std::numeric_limits<double>::infinity(), t), {d}, ReduceKind::kMax);
+  int max =
+      b.Reduce(x, b.Constant(-std::numeric_limits<double>::infinity(), t), {d}, ReduceKind::kMax);
   int shifted = b.Binary(OpCode::kSubtract, x, nn::Unreduce(b, max, full, d));
   int e = b.Unary(OpCode::kExp, shifted);
   int sum = nn::Sum(b, e, {d});
-  if (log) return b.Binary(OpCode::kSubtract, shifted, nn::Unreduce(b, b.Unary(OpCode::kLog, sum), full, d));
+  if (log)
+    return b.Binary(OpCode::kSubtract, shifted,
+                    nn::Unreduce(b, b.Unary(OpCode::kLog, sum), full, d));
   return b.Binary(OpCode::kDivide, e, nn::Unreduce(b, sum, full, d));
 }
 
@@ -38,11 +41,13 @@ int Backward(Builder& b, int g, int y, int64_t d, bool log) {
 // A 0-dim tensor is a softmax over one element: computed as shape [1].
 int AsRank1(Builder& b, int x) { return b.TypeOf(x).rank() == 0 ? b.Reshape(x, {1}) : x; }
 
-at::Tensor SoftmaxImpl(bool log, const at::Tensor& self, int64_t dim, bool half_to_float, const at::Tensor* out) {
+at::Tensor SoftmaxImpl(bool log, const at::Tensor& self, int64_t dim, bool half_to_float,
+                       const at::Tensor* out) {
   const char* name = log ? "log_softmax" : "softmax";
   int64_t d = at::maybe_wrap_dim(dim, self.dim());
   at::ScalarType in_t = self.scalar_type();
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(in_t), "\"", name, "\" not implemented for '", in_t, "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(in_t), "\"", name, "\" not implemented for '",
+                              in_t, "'");
   // half_to_float: a float32 result from a float16/bfloat16 input (what CUDA kernels offer and
   // PyTorch's CPU kernels refuse); it saves the rounding step and the conversion op after it.
   TORCH_CHECK(!half_to_float || in_t == at::kHalf || in_t == at::kBFloat16,
@@ -62,12 +67,14 @@ at::Tensor BackwardImpl(bool log, const at::Tensor& grad, const at::Tensor& outp
                         at::ScalarType input_dtype, const at::Tensor* out) {
   CheckSameDevice(log ? "_log_softmax_backward_data" : "_softmax_backward_data", {&grad, &output});
   TORCH_CHECK(grad.sizes() == output.sizes(),
-              "Expected tensor for argument #1 'grad' to have same size as tensor for argument #2 'output'; but ",
+              "Expected tensor for argument #1 'grad' to have same size as tensor for argument #2 "
+              "'output'; but ",
               grad.sizes(), " does not equal ", output.sizes(), " (while checking arguments for ",
               log ? "log_softmax_backward" : "softmax_backward", ")");
   int64_t d = at::maybe_wrap_dim(dim, grad.dim());
   at::ScalarType g_t = grad.scalar_type();
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(g_t), "\"", log ? "log_softmax_backward" : "softmax_backward",
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(g_t), "\"",
+                              log ? "log_softmax_backward" : "softmax_backward",
                               "\" not implemented for '", g_t, "'");
   // The result dtype ATen's meta function gives: grad's, except the half_to_float case.
   at::ScalarType res_t = (g_t == at::kFloat && input_dtype == at::kHalf) ? at::kHalf : g_t;
@@ -83,12 +90,16 @@ at::Tensor BackwardImpl(bool log, const at::Tensor& grad, const at::Tensor& outp
   return result;
 }
 
-at::Tensor softmax(const at::Tensor& s, int64_t dim, bool h2f) { return SoftmaxImpl(false, s, dim, h2f, nullptr); }
+at::Tensor softmax(const at::Tensor& s, int64_t dim, bool h2f) {
+  return SoftmaxImpl(false, s, dim, h2f, nullptr);
+}
 at::Tensor& softmax_out(const at::Tensor& s, int64_t dim, bool h2f, at::Tensor& out) {
   SoftmaxImpl(false, s, dim, h2f, &out);
   return out;
 }
-at::Tensor log_softmax(const at::Tensor& s, int64_t dim, bool h2f) { return SoftmaxImpl(true, s, dim, h2f, nullptr); }
+at::Tensor log_softmax(const at::Tensor& s, int64_t dim, bool h2f) {
+  return SoftmaxImpl(true, s, dim, h2f, nullptr);
+}
 at::Tensor& log_softmax_out(const at::Tensor& s, int64_t dim, bool h2f, at::Tensor& out) {
   SoftmaxImpl(true, s, dim, h2f, &out);
   return out;
@@ -96,15 +107,17 @@ at::Tensor& log_softmax_out(const at::Tensor& s, int64_t dim, bool h2f, at::Tens
 at::Tensor softmax_bwd(const at::Tensor& g, const at::Tensor& y, int64_t dim, at::ScalarType t) {
   return BackwardImpl(false, g, y, dim, t, nullptr);
 }
-at::Tensor& softmax_bwd_out(const at::Tensor& g, const at::Tensor& y, int64_t dim, at::ScalarType t, at::Tensor& out) {
+at::Tensor& softmax_bwd_out(const at::Tensor& g, const at::Tensor& y, int64_t dim, at::ScalarType t,
+                            at::Tensor& out) {
   BackwardImpl(false, g, y, dim, t, &out);
   return out;
 }
-at::Tensor log_softmax_bwd(const at::Tensor& g, const at::Tensor& y, int64_t dim, at::ScalarType t) {
+at::Tensor log_softmax_bwd(const at::Tensor& g, const at::Tensor& y, int64_t dim,
+                           at::ScalarType t) {
   return BackwardImpl(true, g, y, dim, t, nullptr);
 }
-at::Tensor& log_softmax_bwd_out(const at::Tensor& g, const at::Tensor& y, int64_t dim, at::ScalarType t,
-                                at::Tensor& out) {
+at::Tensor& log_softmax_bwd_out(const at::Tensor& g, const at::Tensor& y, int64_t dim,
+                                at::ScalarType t, at::Tensor& out) {
   BackwardImpl(true, g, y, dim, t, &out);
   return out;
 }
