@@ -1,5 +1,7 @@
 #include "runtime/host/elementwise_simd.h"
 
+#include <limits>
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "runtime/host/elementwise_simd.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -39,6 +41,32 @@ HWY_INLINE void Map2(const float* a, const float* b, float* out, int64_t n, F f)
   }
 }
 
+// Highway's exp/log are accurate only inside their valid ranges and return garbage outside them
+// (exp(1000) ~ 1e-28, exp(nan) = 0, log(0) ~ -105, log(-1) ~ 177): give the IEEE results there.
+template <class D, class V>
+HWY_INLINE V ExpEdges(D d, V v, V r, float below_value) {
+  const V inf = hn::Set(d, std::numeric_limits<float>::infinity());
+  r = hn::IfThenElse(hn::Ge(v, hn::Set(d, 88.72283935546875f)), inf, r);  // > ln(FLT_MAX): overflow
+  r = hn::IfThenElse(hn::Lt(v, hn::Set(d, -104.0f)), hn::Set(d, below_value), r);
+  return hn::IfThenElse(hn::IsNaN(v), v, r);
+}
+template <class D, class V>
+HWY_INLINE V IeeeExp(D d, V v) { return ExpEdges(d, v, hn::Exp(d, v), 0.0f); }
+template <class D, class V>
+HWY_INLINE V IeeeExpm1(D d, V v) { return ExpEdges(d, v, hn::Expm1(d, v), -1.0f); }
+// log(x) for Log, log(1 + x) for Log1p: `pole` is where the result is -inf, below it NaN.
+template <class D, class V>
+HWY_INLINE V LogEdges(D d, V v, V r, float pole) {
+  const V inf = hn::Set(d, std::numeric_limits<float>::infinity());
+  r = hn::IfThenElse(hn::Eq(v, inf), inf, r);
+  r = hn::IfThenElse(hn::Eq(v, hn::Set(d, pole)), hn::Neg(inf), r);
+  return hn::IfThenElse(hn::Not(hn::Ge(v, hn::Set(d, pole))), hn::Set(d, std::numeric_limits<float>::quiet_NaN()), r);
+}
+template <class D, class V>
+HWY_INLINE V IeeeLog(D d, V v) { return LogEdges(d, v, hn::Log(d, v), 0.0f); }
+template <class D, class V>
+HWY_INLINE V IeeeLog1p(D d, V v) { return LogEdges(d, v, hn::Log1p(d, v), -1.0f); }
+
 bool UnaryF32(int code_int, const float* a, float* out, int64_t n) {
   switch (static_cast<OpCode>(code_int)) {
     case OpCode::kNegate: Map1(a, out, n, [](auto d, auto v) { return hn::Neg(v); }); return true;
@@ -47,16 +75,16 @@ bool UnaryF32(int code_int, const float* a, float* out, int64_t n) {
     case OpCode::kRsqrt:
       Map1(a, out, n, [](auto d, auto v) { return hn::Div(hn::Set(d, 1.0f), hn::Sqrt(v)); });
       return true;
-    case OpCode::kExp: Map1(a, out, n, [](auto d, auto v) { return hn::Exp(d, v); }); return true;
-    case OpCode::kExpm1: Map1(a, out, n, [](auto d, auto v) { return hn::Expm1(d, v); }); return true;
-    case OpCode::kLog: Map1(a, out, n, [](auto d, auto v) { return hn::Log(d, v); }); return true;
-    case OpCode::kLog1p: Map1(a, out, n, [](auto d, auto v) { return hn::Log1p(d, v); }); return true;
+    case OpCode::kExp: Map1(a, out, n, [](auto d, auto v) { return IeeeExp(d, v); }); return true;
+    case OpCode::kExpm1: Map1(a, out, n, [](auto d, auto v) { return IeeeExpm1(d, v); }); return true;
+    case OpCode::kLog: Map1(a, out, n, [](auto d, auto v) { return IeeeLog(d, v); }); return true;
+    case OpCode::kLog1p: Map1(a, out, n, [](auto d, auto v) { return IeeeLog1p(d, v); }); return true;
     case OpCode::kTanh: Map1(a, out, n, [](auto d, auto v) { return hn::Tanh(d, v); }); return true;
     case OpCode::kLogistic:
       // 1 / (1 + exp(-x)), exact enough for float32 across the range (exp overflows to inf -> 0).
       Map1(a, out, n, [](auto d, auto v) {
         const auto one = hn::Set(d, 1.0f);
-        return hn::Div(one, hn::Add(one, hn::Exp(d, hn::Neg(v))));
+        return hn::Div(one, hn::Add(one, IeeeExp(d, hn::Neg(v))));
       });
       return true;
     case OpCode::kFloor: Map1(a, out, n, [](auto d, auto v) { return hn::Floor(v); }); return true;

@@ -1,0 +1,149 @@
+"""Eager-mode benchmark: the tpu host executor vs PyTorch's own CPU execution, side by side.
+
+Measures, in one run and with the same thread count for both:
+  1. per-op overhead on tiny tensors (strict eager vs PyTorch CPU eager), and
+  2. MLP training-step time (forward + backward + AdamW) on the device (strict and debug modes)
+     vs PyTorch CPU eager (and, with --inductor, torch.compile's Inductor on the CPU).
+All tpu numbers are host-executor measurements (the programs run on this machine's CPU).
+
+    python benchmarks/bench_eager.py [--threads 2] [--quick] [--inductor]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+import torch_tpu
+
+
+def sync(device: str) -> None:
+    if device.startswith("tpu"):
+        torch.tpu.synchronize()
+
+
+def time_loop(fn, device: str, iters: int, repeats: int = 5) -> float:
+    """Median seconds per iteration over `repeats` timed loops (after a warm-up loop)."""
+    for _ in range(max(10, iters // 10)):
+        fn()
+    sync(device)
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        sync(device)
+        samples.append((time.perf_counter() - start) / iters)
+    return statistics.median(samples)
+
+
+TINY_OPS = {
+    "add": lambda x, y: x + y,
+    "mul": lambda x, y: x * y,
+    "div": lambda x, y: x / y,
+    "gt": lambda x, y: x > y,
+    "where": lambda x, y: torch.where(x > 0, x, y),
+    "add_ (in-place)": lambda x, y: x.add_(y),
+    "relu": lambda x, y: torch.relu(x),
+    "sum": lambda x, y: x.sum(),
+    "mm (4x4)": None,
+}
+
+
+def bench_tiny_ops(iters: int) -> list[tuple[str, float, float]]:
+    rows = []
+    for name, fn in TINY_OPS.items():
+        times = {}
+        for device in ("cpu", "tpu"):
+            if fn is None:
+                a = torch.randn(4, 4, device=device)
+                b = torch.randn(4, 4, device=device)
+                call = lambda a=a, b=b: torch.mm(a, b)  # noqa: E731
+            else:
+                x = torch.randn(16, device=device)
+                y = torch.rand(16, device=device) + 0.5
+                call = lambda fn=fn, x=x, y=y: fn(x, y)  # noqa: E731
+            times[device] = time_loop(call, device, iters)
+        rows.append((name, times["cpu"], times["tpu"]))
+    return rows
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, d_in=784, hidden=512, d_out=10):
+        super().__init__()
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(d_in, hidden), torch.nn.ReLU(),
+            torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
+            torch.nn.Linear(hidden, d_out))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def make_step(device: str, batch: int, compiled: bool = False):
+    torch.manual_seed(0)
+    model = MLP().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(batch, 784).to(device)
+    y = torch.randint(0, 10, (batch,)).to(device)
+    fwd = torch.compile(model) if compiled else model
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(fwd(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def bench_mlp(iters: int, batch: int, inductor: bool) -> list[tuple[str, float]]:
+    rows = [("PyTorch CPU eager", time_loop(make_step("cpu", batch), "cpu", iters, repeats=3))]
+    if inductor:
+        rows.append(("PyTorch CPU torch.compile (Inductor)",
+                     time_loop(make_step("cpu", batch, compiled=True), "cpu", iters, repeats=3)))
+    for mode in ("strict", "debug"):
+        with torch_tpu.eager_mode(mode):
+            rows.append((f"tpu {mode} eager (host executor)",
+                         time_loop(make_step("tpu", batch), "tpu", iters, repeats=3)))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--quick", action="store_true", help="fewer iterations (for CI smoke runs)")
+    parser.add_argument("--inductor", action="store_true", help="also time torch.compile (Inductor) on the CPU")
+    parser.add_argument("--batch", type=int, default=64)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch_tpu._C._set_num_threads(args.threads)
+    op_iters = 2000 if args.quick else 20000
+    step_iters = 5 if args.quick else 30
+
+    print(f"torch {torch.__version__}, {args.threads} thread(s) for PyTorch CPU and for the host executor")
+    print(f"device: {torch.tpu.get_device_name()} — tpu figures are host-executor measurements\n")
+
+    print("Per-op time on tiny tensors (16 floats; 4x4 for mm), microseconds per op")
+    print(f"{'op':<18} {'CPU eager':>10} {'tpu strict':>11} {'ratio':>7}")
+    ratios = []
+    for name, cpu, tpu in bench_tiny_ops(op_iters):
+        ratios.append(tpu / cpu)
+        print(f"{name:<18} {cpu * 1e6:>10.2f} {tpu * 1e6:>11.2f} {tpu / cpu:>6.2f}x")
+    print(f"{'geometric mean':<18} {'':>10} {'':>11} {statistics.geometric_mean(ratios):>6.2f}x  (target: within 2x)\n")
+
+    print(f"MLP training step (784-512-512-10, batch {args.batch}, AdamW), milliseconds per step")
+    rows = bench_mlp(step_iters, args.batch, args.inductor)
+    base = rows[0][1]
+    print(f"{'configuration':<40} {'ms/step':>9} {'vs CPU eager':>13}")
+    for name, t in rows:
+        print(f"{name:<40} {t * 1e3:>9.2f} {t / base:>12.2f}x")
+    fb = torch_tpu.metrics.fallback_ops()
+    print(f"\nCPU fallback ops during the run: {fb if fb else 'none'}")
+
+
+if __name__ == "__main__":
+    main()

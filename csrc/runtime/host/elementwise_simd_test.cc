@@ -1,0 +1,45 @@
+// The vectorized float32 math gives IEEE results at the edges of its range, like std:: does.
+#include "runtime/host/elementwise_simd.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace tpu::host {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+void ExpectLikeStd(OpCode code, float (*ref)(float), const std::vector<float>& xs) {
+  // Repeat the inputs so both the vector body and the tail see every value.
+  std::vector<float> in;
+  for (int r = 0; r < 5; ++r) in.insert(in.end(), xs.begin(), xs.end());
+  std::vector<float> out(in.size());
+  ASSERT_TRUE(UnaryF32Simd(code, in.data(), out.data(), static_cast<int64_t>(in.size())));
+  for (size_t i = 0; i < in.size(); ++i) {
+    float want = ref(in[i]);
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(out[i])) << OpName(code) << "(" << in[i] << ") = " << out[i];
+    } else if (std::isinf(want) || want == 0) {
+      EXPECT_EQ(out[i], want) << OpName(code) << "(" << in[i] << ")";
+    } else {
+      EXPECT_NEAR(out[i], want, 4e-7f * std::fabs(want)) << OpName(code) << "(" << in[i] << ")";
+    }
+  }
+}
+
+TEST(ElementwiseSimd, ExpAndLogAtTheEdges) {
+  std::vector<float> x = {-kInf, -1000.f, -104.5f, -90.f, -2.f, -1.f, -0.5f, -0.f, 0.f, 1e-30f,
+                          0.5f, 1.f, 20.f, 88.5f, 88.73f, 89.f, 1000.f, kInf, kNaN};
+  ExpectLikeStd(OpCode::kExp, [](float v) { return std::exp(v); }, x);
+  ExpectLikeStd(OpCode::kExpm1, [](float v) { return std::expm1(v); }, x);
+  ExpectLikeStd(OpCode::kLog, [](float v) { return std::log(v); }, x);
+  ExpectLikeStd(OpCode::kLog1p, [](float v) { return std::log1p(v); }, x);
+  ExpectLikeStd(OpCode::kLogistic, [](float v) { return 1.f / (1.f + std::exp(-v)); }, x);
+}
+
+}  // namespace
+}  // namespace tpu::host
