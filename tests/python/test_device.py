@@ -114,12 +114,13 @@ def test_device_queries():
     tpu.synchronize()
     tpu.synchronize(0)
     props = tpu.get_device_properties(0)
-    assert props.chip == "v6e"  # the default chip (TORCH_TPU_CHIP)
-    assert "v6e" in tpu.get_device_name() and tpu.get_device_name(0) == props.name
+    chip = os.environ.get("TORCH_TPU_CHIP", "v6e")  # v6e unless the environment chose another
+    assert props.chip == chip == torch_tpu.config.get("chip")
+    assert chip in tpu.get_device_name() and tpu.get_device_name(0) == props.name
     host_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     assert 0 < props.total_memory <= host_bytes
     assert props.total_memory <= props.hbm_bytes
-    assert "v6e" in repr(props)
+    assert chip in repr(props)
 
 
 @pytest.mark.parametrize("bad", [99, -1, "tpu:7"])
@@ -239,6 +240,18 @@ def test_autocast_defaults_to_bfloat16():
     assert torch.tpu.is_bf16_supported()
 
 
+def test_autocast_policy_like_cpu_bfloat16():
+    a, b = torch.randn(8, 16), torch.randn(16, 4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref_mm, ref_sum = a @ b, (a + 1).sum()
+    with torch.autocast("tpu"):
+        mm = a.to("tpu") @ b.to("tpu")        # a lower-precision op: runs in bfloat16
+        s = (a.to("tpu") + 1).sum()            # no policy: keeps float32
+    assert mm.dtype == ref_mm.dtype == torch.bfloat16
+    assert s.dtype == ref_sum.dtype == torch.float32
+    torch.testing.assert_close(mm.cpu(), ref_mm)
+
+
 # ---- configuration -----------------------------------------------------------------------------
 def test_config_get_set_describe():
     cfg = torch_tpu.config
@@ -303,6 +316,11 @@ def test_environment_options_two_devices():
         on0 = tpu.memory_allocated(0)
         a.resize_(1 << 16)                         # grows on its own device, not the current one
         print(a.untyped_storage().device, tpu.memory_allocated(0) == on0, a[:6].cpu().tolist() == list(range(6)))
+        e = torch.ones(2, device="tpu:1")
+        e.set_()                                   # the new empty storage stays on tpu:1
+        torch_tpu.config.set("fallback", "silent")
+        f = torch.cumsum(a[:6], 0)                 # through the CPU fallback: back on tpu:1
+        print(e.untyped_storage().device, f.device, f.cpu().tolist() == [0.0, 1.0, 3.0, 6.0, 10.0, 15.0])
         tpu.set_device(1)
         print(torch.empty(1, device="tpu").device, (torch.ones(2, device="tpu:1") + 1).device)
         try:
@@ -320,9 +338,10 @@ def test_environment_options_two_devices():
     assert lines[2] == "tpu:1 True True"
     assert lines[3] == "tpu:0 tpu:1 [0.0, 2.0, 4.0, 6.0, 8.0, 10.0] [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]"
     assert lines[4] == "tpu:1 True True"
-    assert lines[5] == "tpu:1 tpu:1"
-    assert lines[6] == "mixed: True"
-    assert lines[7] == "oom: True"
+    assert lines[5] == "tpu:1 tpu:1 True"
+    assert lines[6] == "tpu:1 tpu:1"
+    assert lines[7] == "mixed: True"
+    assert lines[8] == "oom: True"
 
 
 def test_environment_eager_mode_and_fallback():

@@ -84,6 +84,16 @@ def test_cpu_scalar_tensor_mixes_like_cpu(mode, no_fallback):
     check_same(lambda a: a.clone().mul_(torch.tensor(-1.5)), torch.randn(4))
 
 
+@pytest.mark.parametrize("dst,src", [((4,), (3,)), ((3,), (2, 3)), ((2, 3), (3, 2))])
+def test_copy_shape_mismatch(mode, dst, src):
+    for src_dev in ("cpu", "tpu"):
+        expected = cpu_error(lambda: torch.zeros(dst).copy_(torch.ones(src)))
+        with pytest.raises(RuntimeError) as e:
+            torch.zeros(dst, device="tpu").copy_(torch.ones(src, device=src_dev))
+        assert str(e.value) == str(expected.value)
+    device_still_works()
+
+
 def test_unsupported_dtype():
     with pytest.raises(NotImplementedError, match="ComplexFloat is not supported on the tpu device"):
         torch.ones(2, dtype=torch.complex64).to("tpu")

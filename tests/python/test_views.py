@@ -257,6 +257,17 @@ def test_set_empty():
         assert a.shape == (0,) and a.stride() == (1,) and a.untyped_storage().nbytes() == 0
 
 
+def test_set_errors_like_cpu():
+    for dev, other in (("cpu", "tpu"), ("tpu", "cpu")):
+        storage = torch.ones(4, device=dev).untyped_storage()
+        with pytest.raises(RuntimeError, match="invalid storage offset -1"):
+            torch.empty(0, device=dev).set_(storage, -1, (2,), (1,))
+        with pytest.raises(RuntimeError, match="unequal size length"):
+            torch.empty(0, device=dev).set_(storage, 0, (2, 2), (1,))
+        with pytest.raises(RuntimeError, match=f"to a storage on different device \"{other}"):
+            torch.empty(0, device=dev).set_(torch.ones(2, device=other).untyped_storage())
+
+
 def test_set_tensor_shares(mode, no_fallback):
     a = torch.arange(6.0).to("tpu")
     b = torch.empty(0, device="tpu").set_(a[1:])
