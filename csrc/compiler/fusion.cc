@@ -25,7 +25,8 @@ Status PlanExecutable(Executable& exe) {
     if (IsElementwise(op.code)) {
       if (open >= 0 && exe.regions[open].shape != op.type.dims) close();
       if (open < 0) {
-        exe.regions.push_back(FusedRegion{op.type.dims, {}, {}, {}});
+        exe.regions.emplace_back();
+        exe.regions.back().shape = op.type.dims;
         open = static_cast<int>(exe.regions.size()) - 1;
       }
       exe.regions[open].ops.push_back(i);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "base/thread_pool.h"
 #include "runtime/host/elementwise_simd.h"
@@ -265,7 +266,9 @@ void UnaryLoop(OpCode code, const T* a, T* o, int64_t n) {
 template <typename T>
 inline T IntDiv(T a, T b) {
   if (b == 0) return T(-1);  // StableHLO: x/0 on integers is all ones; never trap
-  if (std::is_signed_v<T> && b == T(-1)) return static_cast<T>(-a);  // no INT_MIN/-1 trap
+  // x / -1 without the INT_MIN / -1 trap: negate in unsigned arithmetic (INT_MIN stays INT_MIN).
+  if (std::is_signed_v<T> && b == T(-1))
+    return static_cast<T>(std::make_unsigned_t<T>{0} - static_cast<std::make_unsigned_t<T>>(a));
   return a / b;
 }
 template <typename T>

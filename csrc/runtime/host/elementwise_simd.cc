@@ -101,14 +101,15 @@ bool BinaryF32(int code_int, const float* a, const float* b, float* out, int64_t
     case OpCode::kMultiply: Map2(a, b, out, n, [](auto d, auto x, auto y) { return hn::Mul(x, y); }); return true;
     case OpCode::kDivide: Map2(a, b, out, n, [](auto d, auto x, auto y) { return hn::Div(x, y); }); return true;
     case OpCode::kMaximum:
-      // NaN-propagating like StableHLO and PyTorch: pick x where x is NaN.
+      // NaN-propagating like StableHLO and PyTorch: pick x where x is NaN (IsNaN, not Ne(x, x):
+      // x86 compares are ordered, so Ne(NaN, NaN) is false).
       Map2(a, b, out, n, [](auto d, auto x, auto y) {
-        return hn::IfThenElse(hn::Or(hn::Gt(x, y), hn::Ne(x, x)), x, y);
+        return hn::IfThenElse(hn::Or(hn::Gt(x, y), hn::IsNaN(x)), x, y);
       });
       return true;
     case OpCode::kMinimum:
       Map2(a, b, out, n, [](auto d, auto x, auto y) {
-        return hn::IfThenElse(hn::Or(hn::Lt(x, y), hn::Ne(x, x)), x, y);
+        return hn::IfThenElse(hn::Or(hn::Lt(x, y), hn::IsNaN(x)), x, y);
       });
       return true;
     default: return false;

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -39,6 +40,25 @@ TEST(ElementwiseSimd, ExpAndLogAtTheEdges) {
   ExpectLikeStd(OpCode::kLog, [](float v) { return std::log(v); }, x);
   ExpectLikeStd(OpCode::kLog1p, [](float v) { return std::log1p(v); }, x);
   ExpectLikeStd(OpCode::kLogistic, [](float v) { return 1.f / (1.f + std::exp(-v)); }, x);
+}
+
+TEST(ElementwiseSimd, MaximumAndMinimumPropagateNaN) {
+  std::vector<float> a, b;
+  for (int r = 0; r < 5; ++r) {  // vector body and tail
+    a.insert(a.end(), {kNaN, 1.f, kNaN, -2.f, 3.f});
+    b.insert(b.end(), {0.f, kNaN, kNaN, -3.f, 4.f});
+  }
+  std::vector<float> mx(a.size()), mn(a.size());
+  ASSERT_TRUE(BinaryF32Simd(OpCode::kMaximum, a.data(), b.data(), mx.data(), static_cast<int64_t>(a.size())));
+  ASSERT_TRUE(BinaryF32Simd(OpCode::kMinimum, a.data(), b.data(), mn.data(), static_cast<int64_t>(a.size())));
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) {
+      EXPECT_TRUE(std::isnan(mx[i]) && std::isnan(mn[i])) << "at " << i;
+    } else {
+      EXPECT_EQ(mx[i], std::max(a[i], b[i]));
+      EXPECT_EQ(mn[i], std::min(a[i], b[i]));
+    }
+  }
 }
 
 }  // namespace

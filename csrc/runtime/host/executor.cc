@@ -21,6 +21,21 @@ bool SameView(const View& a, const View& b) {
   return a.data == b.data && a.dtype == b.dtype && a.dims == b.dims && a.strides == b.strides;
 }
 
+// Whether parameter p is read only directly by ops of `region` (not through a view, by another
+// step, or as a result). Only then may an output bound to p's identical view be written in
+// place: the region reads each element just before it writes the same element.
+bool OnlyReadByRegion(const Graph& g, int p, const FusedRegion& region) {
+  for (int r : g.results)
+    if (r == p) return false;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    bool uses = false;
+    for (int o : g.ops[i].operands) uses |= o == p;
+    if (uses && std::find(region.ops.begin(), region.ops.end(), static_cast<int>(i)) == region.ops.end())
+      return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Status HostExecutor::Run(const Launch& launch) {
@@ -60,9 +75,10 @@ Status HostExecutor::Run(const Launch& launch) {
     bool safe = true;
     for (int p = 0; p < np && safe; ++p) {
       if (!Overlaps(out, views[p])) continue;
-      // An identical view read by the same fused region is safe (each element is read before
-      // it is written); anything else goes through the temp.
-      safe = fused && SameView(out, views[p]);
+      // An identical view read only by the same fused region is safe (each element is read
+      // before it is written); anything else goes through the temp.
+      safe = fused && SameView(out, views[p]) &&
+             OnlyReadByRegion(g, p, e.regions[e.steps[producer_step[v]].index]);
     }
     for (size_t q = 0; q < launch.results.size() && safe; ++q)
       if (q != r && Overlaps(out, launch.results[q].view())) safe = false;
@@ -129,9 +145,16 @@ Status HostExecutor::Run(const Launch& launch) {
       }
     }
   }
-  for (size_t r = 0; r < g.results.size(); ++r) {
-    if (direct[r]) continue;
-    TPU_RETURN_IF_ERROR(CopyView(views[g.results[r]], launch.results[r].view()));
+  // Results that read caller memory (parameters and views) are copied before those computed
+  // into scratch, so a result bound in place over a parameter is written after the others
+  // have read the parameter's old value.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t r = 0; r < g.results.size(); ++r) {
+      int v = g.results[r];
+      bool reads_caller_memory = v < np || e.slots[v].kind == SlotKind::kView;
+      if (direct[r] || reads_caller_memory != (pass == 0)) continue;
+      TPU_RETURN_IF_ERROR(CopyView(views[v], launch.results[r].view()));
+    }
   }
   return Status::Ok();
 }

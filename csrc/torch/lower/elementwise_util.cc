@@ -32,6 +32,8 @@ at::Tensor PrepareOut(const char* op, OutArg o, at::IntArrayRef shape, at::Scala
               ": expected the output on the tpu device, got ", out->device());
   TORCH_CHECK(at::canCast(result, out->scalar_type()), "result type ", result,
               " can't be cast to the desired output type ", out->scalar_type());
+  // An output whose elements share memory (an expanded view) has no defined result: ATen refuses it.
+  at::assert_no_internal_overlap(*out);
   if (out->sizes() != shape) {
     TORCH_CHECK(!o.inplace, "output with shape ", out->sizes(), " doesn't match the broadcast shape ", shape);
     at::native::resize_output(*out, shape);

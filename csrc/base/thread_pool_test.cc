@@ -1,0 +1,111 @@
+#include "base/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace tpu {
+namespace {
+
+// Runs ParallelFor and checks that [0, n) is covered exactly once, by non-empty chunks of at
+// least min(grain, n) elements.
+void CheckCoverage(ThreadPool& pool, int64_t n, int64_t grain) {
+  std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+  for (auto& h : hits) h.store(0);
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  pool.ParallelFor(n, grain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+    std::lock_guard<std::mutex> lock(mu);
+    chunks.emplace_back(b, e);
+  });
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(hits[i].load(), 1) << "index " << i << " n=" << n << " grain=" << grain;
+  if (n <= 0) {
+    EXPECT_TRUE(chunks.empty());
+    return;
+  }
+  for (auto [b, e] : chunks) {
+    EXPECT_LT(b, e) << "empty chunk, n=" << n << " grain=" << grain;
+    EXPECT_GE(e - b, std::min<int64_t>(std::max<int64_t>(grain, 1), n)) << "n=" << n << " grain=" << grain;
+  }
+}
+
+TEST(ThreadPoolTest, ParallelForCoversEveryIndexOnce) {
+  ThreadPool pool(4);
+  EXPECT_EQ(pool.num_threads(), 4);
+  for (int64_t n : {0, 1, 2, 5, 7, 10, 64, 1000, 4099, 100003})
+    for (int64_t grain : {0, 1, 3, 4, 16, 1000, 1 << 20}) CheckCoverage(pool, n, grain);
+}
+
+TEST(ThreadPoolTest, UsesSeveralThreads) {
+  ThreadPool pool(3);
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  std::atomic<int> arrived{0};
+  pool.ParallelFor(64, 1, [&](int64_t, int64_t) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ids.insert(std::this_thread::get_id());
+    }
+    // Keep this chunk busy for a moment so other threads pick up chunks too.
+    arrived.fetch_add(1);
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  });
+  EXPECT_GT(arrived.load(), 1);
+  EXPECT_GE(ids.size(), 2u);
+  EXPECT_LE(ids.size(), 3u);
+}
+
+TEST(ThreadPoolTest, SingleThreadRunsInline) {
+  ThreadPool pool(1);
+  EXPECT_EQ(pool.num_threads(), 1);
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  const std::thread::id caller = std::this_thread::get_id();
+  pool.ParallelFor(1000, 10, [&](int64_t b, int64_t e) {
+    EXPECT_EQ(std::this_thread::get_id(), caller);
+    chunks.emplace_back(b, e);
+  });
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(chunks[0], std::make_pair(int64_t{0}, int64_t{1000}));
+}
+
+TEST(ThreadPoolTest, ResizeKeepsWorking) {
+  ThreadPool pool(2);
+  CheckCoverage(pool, 999, 7);
+  pool.Resize(5);
+  EXPECT_EQ(pool.num_threads(), 5);
+  CheckCoverage(pool, 999, 7);
+  pool.Resize(0);  // clamped to the caller alone
+  EXPECT_EQ(pool.num_threads(), 1);
+  CheckCoverage(pool, 999, 7);
+}
+
+TEST(ThreadPoolTest, ManyBackToBackJobs) {
+  ThreadPool pool(4);
+  std::atomic<int64_t> sum{0};
+  for (int rep = 0; rep < 500; ++rep)
+    pool.ParallelFor(100, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) sum.fetch_add(i);
+    });
+  EXPECT_EQ(sum.load(), 500 * 4950);
+}
+
+TEST(ThreadPoolTest, GlobalPool) {
+  ThreadPool& p = ThreadPool::Get();
+  EXPECT_EQ(&p, &ThreadPool::Get());
+  EXPECT_GE(p.num_threads(), 1);
+  CheckCoverage(p, 12345, 100);
+}
+
+}  // namespace
+}  // namespace tpu

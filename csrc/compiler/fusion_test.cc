@@ -1,0 +1,151 @@
+// Fusion and buffer planning (PlanExecutable), run through Compile().
+#include "compiler/fusion.h"
+
+#include <gtest/gtest.h>
+
+#include "compiler/compiler.h"
+#include "ir/builder.h"
+
+namespace tpu {
+namespace {
+
+TensorType T(DType dt, Dims dims) { return TensorType{dt, std::move(dims)}; }
+
+ExecutablePtr CompileOk(Builder& b) {
+  auto g = b.Finish();
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  uint64_t fp = Fingerprint(*g);
+  auto exe = Compile(std::move(g).value(), fp, "fusion_test");
+  EXPECT_TRUE(exe.ok()) << exe.status().ToString();
+  return exe.ok() ? exe.value() : nullptr;
+}
+
+TEST(FusionTest, ElementwiseChainIsOneRegion) {
+  Builder b;
+  int x = b.Param(T(DType::kF32, {4}));       // value 0
+  int y = b.Param(T(DType::kBF16, {3, 4}));   // value 1
+  int z = b.Param(T(DType::kF32, {3, 4}));    // value 2
+  int bx = b.BroadcastInDim(x, {3, 4}, {1});  // op 0, value 3
+  int cy = b.Convert(y, DType::kF32);         // op 1, value 4
+  int s = b.Binary(OpCode::kAdd, bx, cy);     // op 2, value 5
+  int m = b.Binary(OpCode::kMultiply, s, z);  // op 3, value 6
+  b.Result(m);
+  ExecutablePtr exe = CompileOk(b);
+  ASSERT_NE(exe, nullptr);
+  ASSERT_EQ(exe->regions.size(), 1u);
+  const FusedRegion& r = exe->regions[0];
+  EXPECT_EQ(r.shape, (Dims{3, 4}));
+  EXPECT_EQ(r.ops, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(r.inputs, (std::vector<int>{1, 3, 2}));  // in order of first use
+  EXPECT_EQ(r.outputs, (std::vector<int>{6}));
+  ASSERT_EQ(exe->steps.size(), 2u);
+  EXPECT_EQ(exe->steps[0].kind, StepKind::kView);
+  EXPECT_EQ(exe->steps[0].index, 0);
+  EXPECT_EQ(exe->steps[1].kind, StepKind::kFused);
+  EXPECT_EQ(exe->steps[1].index, 0);
+  ASSERT_EQ(exe->slots.size(), 7u);
+  for (int p = 0; p < 3; ++p) EXPECT_EQ(exe->slots[p].kind, SlotKind::kParam);
+  EXPECT_EQ(exe->slots[3].kind, SlotKind::kView);
+  EXPECT_EQ(exe->slots[4].kind, SlotKind::kInRegion);
+  EXPECT_EQ(exe->slots[5].kind, SlotKind::kInRegion);
+  EXPECT_EQ(exe->slots[6].kind, SlotKind::kTemp);
+  EXPECT_EQ(exe->slots[6].offset, 0);
+  EXPECT_EQ(exe->scratch_bytes, 64);  // 48 bytes rounded up to 64
+  EXPECT_EQ(exe->name, "fusion_test");
+}
+
+TEST(FusionTest, LayoutOpsAreViewsAndDotIsAKernel) {
+  Builder b;
+  int x = b.Param(T(DType::kF32, {2, 3}));        // 0
+  int w = b.Param(T(DType::kF32, {4, 3}));        // 1
+  int wt = b.Transpose(w, {1, 0});                // op 0, value 2: view
+  int d = b.DotGeneral(x, wt, {}, {}, {1}, {0}, DType::kF32);  // op 1, value 3: kernel
+  int r = b.Reshape(d, {8});                      // op 2, value 4: view
+  int sl = b.Slice(r, {0}, {8}, {2});             // op 3, value 5: view
+  int e = b.Unary(OpCode::kExp, sl);              // op 4, value 6: region 0
+  int n = b.Unary(OpCode::kNegate, e);            // op 5, value 7: region 0
+  b.Result(n);
+  b.Result(d);
+  ExecutablePtr exe = CompileOk(b);
+  ASSERT_NE(exe, nullptr);
+  ASSERT_EQ(exe->steps.size(), 5u);
+  const StepKind kinds[] = {StepKind::kView, StepKind::kKernel, StepKind::kView, StepKind::kView,
+                            StepKind::kFused};
+  const int index[] = {0, 1, 2, 3, 0};
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(exe->steps[i].kind, kinds[i]) << i;
+    EXPECT_EQ(exe->steps[i].index, index[i]) << i;
+  }
+  ASSERT_EQ(exe->regions.size(), 1u);
+  EXPECT_EQ(exe->regions[0].ops, (std::vector<int>{4, 5}));
+  EXPECT_EQ(exe->regions[0].inputs, (std::vector<int>{5}));
+  EXPECT_EQ(exe->regions[0].outputs, (std::vector<int>{7}));
+  EXPECT_EQ(exe->slots[2].kind, SlotKind::kView);
+  EXPECT_EQ(exe->slots[3].kind, SlotKind::kTemp);  // dot output
+  EXPECT_EQ(exe->slots[4].kind, SlotKind::kView);
+  EXPECT_EQ(exe->slots[5].kind, SlotKind::kView);
+  EXPECT_EQ(exe->slots[6].kind, SlotKind::kInRegion);
+  EXPECT_EQ(exe->slots[7].kind, SlotKind::kTemp);
+  // Temps get separate 64-byte aligned ranges: dot (32 bytes) then the region output (16 bytes).
+  EXPECT_EQ(exe->slots[3].offset, 0);
+  EXPECT_EQ(exe->slots[7].offset, 64);
+  EXPECT_EQ(exe->scratch_bytes, 128);
+}
+
+TEST(FusionTest, RegionsSplitOnShapeChangeAndKernelUse) {
+  Builder b;
+  int x = b.Param(T(DType::kF32, {2, 3}));     // 0
+  int e = b.Unary(OpCode::kExp, x);            // op 0, value 1: region 0
+  int s = b.Binary(OpCode::kAdd, e, x);        // op 1, value 2: region 0
+  int zero = b.Constant(0, DType::kF32);       // op 2, value 3: kernel (closes region 0)
+  int red = b.Reduce(s, zero, {1}, ReduceKind::kAdd);  // op 3, value 4: kernel
+  int n = b.Unary(OpCode::kNegate, red);       // op 4, value 5: region 1 (shape [2])
+  int bc = b.BroadcastInDim(n, {2, 3}, {0});   // op 5, value 6: view of region 1 -> closes it
+  int m = b.Binary(OpCode::kMultiply, bc, e);  // op 6, value 7: region 2
+  b.Result(m);
+  ExecutablePtr exe = CompileOk(b);
+  ASSERT_NE(exe, nullptr);
+  ASSERT_EQ(exe->regions.size(), 3u);
+  EXPECT_EQ(exe->regions[0].ops, (std::vector<int>{0, 1}));
+  EXPECT_EQ(exe->regions[0].inputs, (std::vector<int>{0}));
+  EXPECT_EQ(exe->regions[0].outputs, (std::vector<int>{1, 2}));  // e is used by region 2 too
+  EXPECT_EQ(exe->regions[1].shape, (Dims{2}));
+  EXPECT_EQ(exe->regions[1].ops, (std::vector<int>{4}));
+  EXPECT_EQ(exe->regions[1].inputs, (std::vector<int>{4}));
+  EXPECT_EQ(exe->regions[1].outputs, (std::vector<int>{5}));
+  EXPECT_EQ(exe->regions[2].ops, (std::vector<int>{6}));
+  EXPECT_EQ(exe->regions[2].inputs, (std::vector<int>{6, 1}));
+  EXPECT_EQ(exe->regions[2].outputs, (std::vector<int>{7}));
+  ASSERT_EQ(exe->steps.size(), 6u);
+  const StepKind kinds[] = {StepKind::kFused, StepKind::kKernel, StepKind::kKernel, StepKind::kFused,
+                            StepKind::kView, StepKind::kFused};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(exe->steps[i].kind, kinds[i]) << i;
+}
+
+TEST(FusionTest, DeadCodeIsRemovedBeforePlanning) {
+  Builder b;
+  int x = b.Param(T(DType::kF32, {5}));
+  b.Unary(OpCode::kExp, x);  // dead
+  b.Result(b.Unary(OpCode::kNegate, x));
+  ExecutablePtr exe = CompileOk(b);
+  ASSERT_NE(exe, nullptr);
+  ASSERT_EQ(exe->graph.ops.size(), 1u);
+  EXPECT_EQ(exe->graph.ops[0].code, OpCode::kNegate);
+  EXPECT_EQ(exe->graph.results, (std::vector<int>{1}));
+  ASSERT_EQ(exe->regions.size(), 1u);
+  EXPECT_EQ(exe->regions[0].ops, (std::vector<int>{0}));
+}
+
+TEST(FusionTest, CompileRejectsInvalidGraphs) {
+  Graph g;
+  g.params = {T(DType::kF32, {2})};
+  g.ops.push_back(Op{OpCode::kAdd, {0}, T(DType::kF32, {2}), {}});
+  g.results = {1};
+  auto exe = Compile(g, Fingerprint(g), "bad");
+  ASSERT_FALSE(exe.ok());
+  EXPECT_EQ(exe.status().code(), Code::kInternal);
+  EXPECT_NE(exe.status().message().find("expects 2 operands"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tpu

@@ -1,0 +1,188 @@
+#include "ir/printer.h"
+
+#include <cctype>
+#include <cmath>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "ir/builder.h"
+
+namespace tpu {
+namespace {
+
+TensorType T(DType dt, Dims dims) { return TensorType{dt, std::move(dims)}; }
+
+Graph Finish(Builder& b) {
+  auto g = b.Finish();
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  return std::move(g).value();
+}
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(PrinterTest, GoldenSmallGraph) {
+  Builder b;
+  int x = b.Param(T(DType::kF32, {2, 3}));
+  int v = b.Param(T(DType::kF32, {3}));
+  int s = b.Binary(OpCode::kAdd, x, b.BroadcastInDim(v, {2, 3}, {1}));
+  b.Result(b.Binary(OpCode::kMultiply, s, b.ScalarLike(2.0, s)));
+  const std::string text = PrintStableHlo(Finish(b));
+  const std::string expected =
+      "module @tpu_program {\n"
+      "  func.func public @main(%arg0: tensor<2x3xf32>, %arg1: tensor<3xf32>) -> (tensor<2x3xf32>) {\n"
+      "    %0 = \"stablehlo.broadcast_in_dim\"(%arg1) {broadcast_dimensions = array<i64: 1>} : "
+      "(tensor<3xf32>) -> tensor<2x3xf32>\n"
+      "    %1 = \"stablehlo.add\"(%arg0, %0) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>\n"
+      "    %2 = stablehlo.constant dense<2.00000000000000000e+00> : tensor<f32>\n"
+      "    %3 = \"stablehlo.broadcast_in_dim\"(%2) {broadcast_dimensions = array<i64>} : "
+      "(tensor<f32>) -> tensor<2x3xf32>\n"
+      "    %4 = \"stablehlo.multiply\"(%1, %3) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>\n"
+      "    return %4 : tensor<2x3xf32>\n"
+      "  }\n"
+      "}\n";
+  EXPECT_EQ(text, expected);
+  EXPECT_TRUE(Contains(text, "func.func public @main"));
+  EXPECT_TRUE(Contains(text, "\"stablehlo.add\""));
+  EXPECT_TRUE(Contains(text, "broadcast_dimensions = array<i64: 1>"));
+  EXPECT_TRUE(Contains(text, "stablehlo.constant dense<2.00000000000000000e+00> : tensor<f32>"));
+}
+
+TEST(PrinterTest, FunctionNameAndMultipleResults) {
+  Builder b;
+  int x = b.Param(T(DType::kI32, {4}));
+  int y = b.Param(T(DType::kI32, {4}));
+  b.Result(b.Compare(CompareDirection::kGE, x, y));
+  b.Result(x);
+  const std::string text = PrintStableHlo(Finish(b), "step");
+  EXPECT_TRUE(Contains(text, "func.func public @step(%arg0: tensor<4xi32>, %arg1: tensor<4xi32>) -> "
+                             "(tensor<4xi1>, tensor<4xi32>) {"));
+  EXPECT_TRUE(Contains(text, "%0 = \"stablehlo.compare\"(%arg0, %arg1) {comparison_direction = "
+                             "#stablehlo<comparison_direction GE>} : (tensor<4xi32>, tensor<4xi32>) -> "
+                             "tensor<4xi1>"));
+  EXPECT_TRUE(Contains(text, "return %0, %arg0 : tensor<4xi1>, tensor<4xi32>\n"));
+}
+
+TEST(PrinterTest, ConstantsOfEveryKind) {
+  Builder b;
+  b.Result(b.Constant(1, DType::kBool));
+  b.Result(b.Constant(0, DType::kBool));
+  b.Result(b.Constant(-7, DType::kI64));
+  b.Result(b.Constant(200, DType::kU8));
+  b.Result(b.Constant(0.5, DType::kBF16));
+  b.Result(b.Constant(-INFINITY, DType::kF32));
+  b.Result(b.Constant(INFINITY, DType::kF64));
+  b.Result(b.Constant(NAN, DType::kBF16));
+  b.Result(b.Constant(-INFINITY, DType::kF16));
+  const std::string text = PrintStableHlo(Finish(b));
+  EXPECT_TRUE(Contains(text, "%0 = stablehlo.constant dense<true> : tensor<i1>"));
+  EXPECT_TRUE(Contains(text, "%1 = stablehlo.constant dense<false> : tensor<i1>"));
+  EXPECT_TRUE(Contains(text, "%2 = stablehlo.constant dense<-7> : tensor<i64>"));
+  EXPECT_TRUE(Contains(text, "%3 = stablehlo.constant dense<200> : tensor<ui8>"));
+  EXPECT_TRUE(Contains(text, "%4 = stablehlo.constant dense<5.00000000000000000e-01> : tensor<bf16>"));
+  EXPECT_TRUE(Contains(text, "%5 = stablehlo.constant dense<0xFF800000> : tensor<f32>"));
+  EXPECT_TRUE(Contains(text, "%6 = stablehlo.constant dense<0x7FF0000000000000> : tensor<f64>"));
+  EXPECT_TRUE(Contains(text, "%7 = stablehlo.constant dense<0x7FC0> : tensor<bf16>"));
+  EXPECT_TRUE(Contains(text, "%8 = stablehlo.constant dense<0xFC00> : tensor<f16>"));
+}
+
+TEST(PrinterTest, LayoutAndOtherOpAttributes) {
+  Builder b;
+  int x = b.Param(T(DType::kF32, {4, 6}));
+  int w = b.Param(T(DType::kF32, {5, 6}));
+  int ids = b.Param(T(DType::kI64, {3, 1}));
+  b.Result(b.Transpose(x, {1, 0}));
+  b.Result(b.Slice(x, {1, 0}, {3, 6}, {1, 2}));
+  b.Result(b.Reshape(x, {24}));
+  b.Result(b.Concatenate({x, x}, 1));
+  b.Result(b.Pad(x, b.Constant(0, DType::kF32), {1, -1}, {0, 2}, {0, 1}));
+  b.Result(b.DotGeneral(x, w, {}, {}, {1}, {1}, DType::kF32));
+  b.Result(b.Gather(w, ids, {1}, {0}, {0}, {1, 6}));
+  b.Result(b.Iota(T(DType::kI32, {2, 3}), 1));
+  b.Result(b.Reduce(x, b.Constant(-INFINITY, DType::kF32), {0}, ReduceKind::kMax));
+  const std::string text = PrintStableHlo(Finish(b));
+  EXPECT_TRUE(Contains(text, "\"stablehlo.transpose\"(%arg0) {permutation = array<i64: 1, 0>} : "
+                             "(tensor<4x6xf32>) -> tensor<6x4xf32>"));
+  EXPECT_TRUE(Contains(text, "{limit_indices = array<i64: 3, 6>, start_indices = array<i64: 1, 0>, "
+                             "strides = array<i64: 1, 2>} : (tensor<4x6xf32>) -> tensor<2x3xf32>"));
+  EXPECT_TRUE(Contains(text, "\"stablehlo.reshape\"(%arg0) : (tensor<4x6xf32>) -> tensor<24xf32>"));
+  EXPECT_TRUE(Contains(text, "\"stablehlo.concatenate\"(%arg0, %arg0) {dimension = 1 : i64} : "
+                             "(tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x12xf32>"));
+  EXPECT_TRUE(Contains(text, "{edge_padding_high = array<i64: 0, 2>, edge_padding_low = array<i64: 1, -1>, "
+                             "interior_padding = array<i64: 0, 1>} : (tensor<4x6xf32>, tensor<f32>) -> "
+                             "tensor<5x12xf32>"));
+  EXPECT_TRUE(Contains(text, "#stablehlo.dot<lhs_batching_dimensions = [], rhs_batching_dimensions = [], "
+                             "lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>} : "
+                             "(tensor<4x6xf32>, tensor<5x6xf32>) -> tensor<4x5xf32>"));
+  EXPECT_TRUE(Contains(text, "#stablehlo.gather<offset_dims = [1], collapsed_slice_dims = [0], "
+                             "start_index_map = [0], index_vector_dim = 1>, indices_are_sorted = false, "
+                             "slice_sizes = array<i64: 1, 6>} : (tensor<5x6xf32>, tensor<3x1xi64>) -> "
+                             "tensor<3x6xf32>"));
+  EXPECT_TRUE(Contains(text, "\"stablehlo.iota\"() {iota_dimension = 1 : i64} : () -> tensor<2x3xi32>"));
+  EXPECT_TRUE(Contains(text, "%r = \"stablehlo.maximum\"(%lhs, %rhs) : (tensor<f32>, tensor<f32>) -> tensor<f32>"));
+  EXPECT_TRUE(Contains(text, "{dimensions = array<i64: 0>} : (tensor<4x6xf32>, tensor<f32>) -> tensor<6xf32>"));
+}
+
+// Every SSA value name in MLIR text is %digits, or a letter, '_' or '$' followed by letters,
+// digits, '_', '$', '.', '-' (either may carry a #N / :N result suffix). Returns the text around
+// the first name that breaks the rule, or "".
+std::string FirstBadValueName(const std::string& text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') continue;
+    size_t j = i + 1;
+    if (j >= text.size()) return text.substr(i);
+    bool ok;
+    if (std::isdigit(static_cast<unsigned char>(text[j]))) {
+      while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
+      char next = j < text.size() ? text[j] : ' ';
+      ok = next == ' ' || next == ',' || next == ')' || next == ':' || next == '#' || next == '\n';
+    } else {
+      ok = std::isalpha(static_cast<unsigned char>(text[j])) || text[j] == '_' || text[j] == '$';
+    }
+    if (!ok) return text.substr(i, 24);
+  }
+  return "";
+}
+
+TEST(PrinterTest, ArgReduceRngAndScatterPrintValidNames) {
+  Builder b;
+  int x = b.Param(T(DType::kF32, {2, 3}));
+  int xi = b.Param(T(DType::kI32, {2, 3}));
+  int xu = b.Param(T(DType::kU8, {2, 3}));
+  int state = b.Param(T(DType::kU64, {2}));
+  int ids = b.Param(T(DType::kI64, {2, 1}));
+  b.Result(b.ArgReduce(x, 1, ReduceKind::kMax));
+  b.Result(b.ArgReduce(xi, 0, ReduceKind::kMin));
+  b.Result(b.ArgReduce(xi, 1, ReduceKind::kMax));
+  b.Result(b.ArgReduce(xu, 1, ReduceKind::kMin));
+  b.Result(b.RngBits(state, {4}));
+  b.Result(b.Scatter(x, ids, x, {1}, {0}, {0}, ReduceKind::kAdd));
+  const std::string text = PrintStableHlo(Finish(b));
+  EXPECT_EQ(FirstBadValueName(text), "");
+  // The arg-reduce init values are in range for the element type.
+  EXPECT_TRUE(Contains(text, "stablehlo.constant dense<0xFF800000> : tensor<f32>"));
+  EXPECT_TRUE(Contains(text, "stablehlo.constant dense<2147483647> : tensor<i32>"));
+  EXPECT_TRUE(Contains(text, "stablehlo.constant dense<-2147483648> : tensor<i32>"));
+  EXPECT_TRUE(Contains(text, "stablehlo.constant dense<255> : tensor<ui8>"));
+  // Results of multi-result ops are referred to as %N#1.
+  EXPECT_TRUE(Contains(text, "%0:2 = \"stablehlo.reduce\"(%arg0, "));
+  EXPECT_TRUE(Contains(text, "%4:2 = \"stablehlo.rng_bit_generator\"(%arg3) {rng_algorithm = "
+                             "#stablehlo<rng_algorithm PHILOX>} : (tensor<2xui64>) -> (tensor<2xui64>, "
+                             "tensor<4xui32>)"));
+  EXPECT_TRUE(Contains(text, "return %0#1, %1#1, %2#1, %3#1, %4#1, %5 :"));
+  EXPECT_TRUE(Contains(text, "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], "
+                             "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], "
+                             "index_vector_dim = 1>"));
+}
+
+TEST(PrinterTest, ValueNameCheckerCatchesBadNames) {
+  // The checker above must reject the names it is there to catch.
+  EXPECT_EQ(FirstBadValueName("%3_iota = x\n"), "%3_iota = x\n");
+  EXPECT_EQ(FirstBadValueName("%ok = %-x\n"), "%-x\n");
+  EXPECT_EQ(FirstBadValueName("%0 = f(%arg0, %1#1) : %v3"), "");
+}
+
+}  // namespace
+}  // namespace tpu

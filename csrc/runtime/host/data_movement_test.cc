@@ -1,0 +1,147 @@
+// pad, concatenate, iota and constant through the host executor.
+#include <cstdint>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/host/host_test_util.h"
+
+namespace tpu::host::testing {
+namespace {
+
+const DType F = DType::kF32;
+
+// Reference pad of a row-major 2-D array.
+std::vector<float> RefPad(const std::vector<float>& in, int64_t r, int64_t c, Dims lo, Dims hi, Dims interior,
+                          float value, int64_t* out_r, int64_t* out_c) {
+  int64_t orr = lo[0] + hi[0] + r + std::max<int64_t>(r - 1, 0) * interior[0];
+  int64_t oc = lo[1] + hi[1] + c + std::max<int64_t>(c - 1, 0) * interior[1];
+  std::vector<float> out(orr * oc, value);
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < c; ++j) {
+      int64_t y = lo[0] + i * (1 + interior[0]), x = lo[1] + j * (1 + interior[1]);
+      if (y >= 0 && y < orr && x >= 0 && x < oc) out[y * oc + x] = in[i * c + j];
+    }
+  *out_r = orr;
+  *out_c = oc;
+  return out;
+}
+
+struct PadCase {
+  Dims lo, hi, interior;
+};
+
+TEST(PadTest, NegativeLowAndInteriorPadding) {
+  const int64_t R = 3, C = 4;
+  std::vector<float> in(R * C);
+  for (int64_t k = 0; k < R * C; ++k) in[k] = static_cast<float>(k + 1);
+  const PadCase cases[] = {
+      {{1, -1}, {2, 0}, {1, 2}},    // negative low + interior
+      {{-2, -3}, {0, 1}, {1, 1}},   // crop into the interior padding
+      {{0, 0}, {-1, -2}, {0, 0}},   // negative high
+      {{2, 1}, {1, 2}, {0, 0}},     // plain
+      {{-3, 0}, {-1, 0}, {2, 0}},   // crops to one row
+  };
+  for (const PadCase& pc : cases) {
+    SCOPED_TRACE(DimsToString(pc.lo) + DimsToString(pc.hi) + DimsToString(pc.interior));
+    int64_t orr, oc;
+    std::vector<float> want = RefPad(in, R, C, pc.lo, pc.hi, pc.interior, -0.5f, &orr, &oc);
+    Builder b;
+    int x = b.Param(T(F, {R, C}));
+    int v = b.Param(T(F, {}));
+    int p = b.Pad(x, v, pc.lo, pc.hi, pc.interior);
+    ASSERT_EQ(b.TypeOf(p).dims, (Dims{orr, oc}));
+    b.Result(p);
+    std::vector<float> value = {-0.5f}, out(orr * oc, 123);
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(in, F, {R, C}), Bind(value, F, {})), Bindings(Bind(out, F, {orr, oc}))).ok());
+    EXPECT_EQ(out, want);
+  }
+}
+
+TEST(PadTest, TransposedInputAndIntegerValue) {
+  // x = transpose of a row-major [2, 3] array; pad with a constant 7 (i32).
+  std::vector<int32_t> m = {1, 2, 3, 4, 5, 6};
+  Builder b;
+  int x = b.Param(T(DType::kI32, {3, 2}));
+  b.Result(b.Pad(x, b.Constant(7, DType::kI32), {0, 1}, {1, 0}, {0, 1}));
+  std::vector<int32_t> out(4 * 4);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(m, DType::kI32, {3, 2}, {1, 3})), Bindings(Bind(out, DType::kI32, {4, 4}))).ok());
+  // x = [[1, 4], [2, 5], [3, 6]]
+  EXPECT_EQ(out, (std::vector<int32_t>{7, 1, 7, 4,  7, 2, 7, 5,  7, 3, 7, 6,  7, 7, 7, 7}));
+}
+
+TEST(ConcatenateTest, AlongEachDim) {
+  std::vector<float> a = {1, 2, 3, 4, 5, 6};     // [2, 3]
+  std::vector<float> c = {7, 8, 9};              // [1, 3]
+  std::vector<float> tmem = {10, 20, 11, 21};    // [2, 2] viewed transposed: [[10, 11], [20, 21]]
+  Builder b;
+  int x = b.Param(T(F, {2, 3}));
+  int y = b.Param(T(F, {1, 3}));
+  int t = b.Param(T(F, {2, 2}));
+  b.Result(b.Concatenate({x, y, x}, 0));
+  b.Result(b.Concatenate({x, t}, 1));
+  std::vector<float> o0(15), o1(10);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(a, F, {2, 3}), Bind(c, F, {1, 3}), Bind(tmem, F, {2, 2}, {1, 2})),
+                         Bindings(Bind(o0, F, {5, 3}), Bind(o1, F, {2, 5})))
+                  .ok());
+  EXPECT_EQ(o0, (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(o1, (std::vector<float>{1, 2, 3, 10, 11, 4, 5, 6, 20, 21}));
+}
+
+TEST(ConcatenateTest, ComputedOperandsAndInnerDim) {
+  // concat(x + 1, x * 2) along the last dim of a rank-3 value, in i64.
+  Builder b;
+  int x = b.Param(T(DType::kI64, {2, 2, 2}));
+  int p = b.Binary(OpCode::kAdd, x, b.ScalarLike(1, x));
+  int q = b.Binary(OpCode::kMultiply, x, b.ScalarLike(2, x));
+  b.Result(b.Concatenate({p, q}, 2));
+  std::vector<int64_t> xv = {0, 1, 2, 3, 4, 5, 6, int64_t{1} << 40}, out(16);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(xv, DType::kI64, {2, 2, 2})), Bindings(Bind(out, DType::kI64, {2, 2, 4}))).ok());
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(out[r * 4 + 0], xv[r * 2] + 1);
+    EXPECT_EQ(out[r * 4 + 1], xv[r * 2 + 1] + 1);
+    EXPECT_EQ(out[r * 4 + 2], xv[r * 2] * 2);
+    EXPECT_EQ(out[r * 4 + 3], xv[r * 2 + 1] * 2);
+  }
+}
+
+TEST(IotaTest, EachDimAndDType) {
+  Builder b;
+  b.Result(b.Iota(T(DType::kI32, {3, 4}), 0));
+  b.Result(b.Iota(T(DType::kI64, {3, 4}), 1));
+  int f = b.Iota(T(F, {2, 3, 2}), 1);
+  b.Result(b.Binary(OpCode::kMultiply, f, b.ScalarLike(0.5, f)));
+  std::vector<int32_t> o0(12);
+  std::vector<int64_t> o1(12);
+  std::vector<float> o2(12);
+  ASSERT_TRUE(RunProgram(b, {}, Bindings(Bind(o0, DType::kI32, {3, 4}), Bind(o1, DType::kI64, {3, 4}), Bind(o2, F, {2, 3, 2}))).ok());
+  EXPECT_EQ(o0, (std::vector<int32_t>{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2}));
+  EXPECT_EQ(o1, (std::vector<int64_t>{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}));
+  EXPECT_EQ(o2, (std::vector<float>{0, 0, 0.5f, 0.5f, 1, 1, 0, 0, 0.5f, 0.5f, 1, 1}));
+}
+
+TEST(ConstantTest, ScalarsOfEachDType) {
+  Builder b;
+  b.Result(b.Constant(-2.5, F));
+  b.Result(b.Constant(1.0 / 3.0, DType::kBF16));
+  b.Result(b.Constant(300, DType::kU8));
+  b.Result(b.Constant(3, DType::kBool));
+  b.Result(b.ScalarLike(4, b.Param(T(DType::kI16, {3}))));
+  std::vector<float> f(1);
+  std::vector<uint16_t> h(1);
+  std::vector<uint8_t> u(1), p(1);
+  std::vector<int16_t> s(3);
+  std::vector<int16_t> dummy(3);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(dummy, DType::kI16, {3})),
+                         Bindings(Bind(f, F, {}), Bind(h, DType::kBF16, {}), Bind(u, DType::kU8, {}),
+                                  Bind(p, DType::kBool, {}), Bind(s, DType::kI16, {3})))
+                  .ok());
+  EXPECT_EQ(f[0], -2.5f);
+  EXPECT_EQ(h[0], ToBf16(1.0f / 3.0f));
+  EXPECT_EQ(u[0], 44);
+  EXPECT_EQ(p[0], 1);
+  EXPECT_EQ(s, (std::vector<int16_t>{4, 4, 4}));
+}
+
+}  // namespace
+}  // namespace tpu::host::testing

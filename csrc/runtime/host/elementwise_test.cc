@@ -1,0 +1,300 @@
+// Fused elementwise chains through the host executor, checked against plain loops.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/host/host_test_util.h"
+
+namespace tpu::host::testing {
+namespace {
+
+template <typename T> constexpr DType kDType = DType::kF32;
+template <> constexpr DType kDType<double> = DType::kF64;
+template <> constexpr DType kDType<int32_t> = DType::kI32;
+template <> constexpr DType kDType<int64_t> = DType::kI64;
+
+template <typename T>
+T Value(int64_t i, int salt) {
+  if constexpr (std::is_same_v<T, int64_t>) return int64_t{3000000000} + i * (salt + 1) - 40;
+  if constexpr (std::is_integral_v<T>) return static_cast<T>((i * 37 + salt * 11) % 101 - 50);
+  return static_cast<T>(std::sin(static_cast<double>(i) * 0.7 + salt) * 3.1);
+}
+
+template <typename T>
+class FusedChainTest : public ::testing::Test {};
+using ChainTypes = ::testing::Types<float, double, int32_t, int64_t>;
+TYPED_TEST_SUITE(FusedChainTest, ChainTypes);
+
+// r1 = (a + b) * broadcast(k);  r2 = max(r1 - a, b)  (two outputs of one region)
+TYPED_TEST(FusedChainTest, AddMulSubMax) {
+  using V = TypeParam;
+  const DType dt = kDType<V>;
+  for (Dims dims : {Dims{3, 5}, Dims{1}, Dims{}, Dims{300, 257}}) {
+    SCOPED_TRACE(DimsToString(dims));
+    Builder b;
+    int a = b.Param(T(dt, dims));
+    int c = b.Param(T(dt, dims));
+    int k = b.Param(T(dt, {}));
+    int kb = b.BroadcastInDim(k, dims, {});
+    int r1 = b.Binary(OpCode::kMultiply, b.Binary(OpCode::kAdd, a, c), kb);
+    int r2 = b.Binary(OpCode::kMaximum, b.Binary(OpCode::kSubtract, r1, a), c);
+    b.Result(r1);
+    b.Result(r2);
+    int64_t n = T(dt, dims).NumElements();
+    std::vector<V> av(n), cv(n), o1(n), o2(n);
+    for (int64_t i = 0; i < n; ++i) {
+      av[i] = Value<V>(i, 0);
+      cv[i] = Value<V>(i, 1);
+    }
+    std::vector<V> kv = {static_cast<V>(3)};
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(av, dt, dims), Bind(cv, dt, dims), Bind(kv, dt, {})),
+                    Bindings(Bind(o1, dt, dims), Bind(o2, dt, dims)))
+                    .ok());
+    for (int64_t i = 0; i < n; ++i) {
+      V e1 = static_cast<V>((av[i] + cv[i]) * kv[0]);
+      V d = static_cast<V>(e1 - av[i]);
+      V e2 = d > cv[i] ? d : cv[i];
+      ASSERT_EQ(o1[i], e1) << i;
+      ASSERT_EQ(o2[i], e2) << i;
+    }
+  }
+}
+
+TEST(ElementwiseTest, IntegerDivisionTruncates) {
+  Builder b;
+  int a = b.Param(T(DType::kI32, {6}));
+  int c = b.Param(T(DType::kI32, {6}));
+  b.Result(b.Binary(OpCode::kDivide, a, c));
+  b.Result(b.Binary(OpCode::kRemainder, a, c));
+  std::vector<int32_t> av = {-7, 7, -7, 7, std::numeric_limits<int32_t>::min(), 9};
+  std::vector<int32_t> cv = {2, -2, -2, 2, -1, 3};
+  std::vector<int32_t> q(6), r(6);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(av, DType::kI32, {6}), Bind(cv, DType::kI32, {6})),
+                  Bindings(Bind(q, DType::kI32, {6}), Bind(r, DType::kI32, {6})))
+                  .ok());
+  EXPECT_EQ(q, (std::vector<int32_t>{-3, -3, 3, 3, std::numeric_limits<int32_t>::min(), 3}));
+  EXPECT_EQ(r, (std::vector<int32_t>{-1, 1, -1, 1, 0, 0}));
+}
+
+TEST(ElementwiseTest, Bf16RoundsAfterEveryOp) {
+  const Dims dims = {4, 33};
+  const int64_t n = 4 * 33;
+  Builder b;
+  int a = b.Param(T(DType::kBF16, dims));
+  int c = b.Param(T(DType::kBF16, dims));
+  int s = b.Binary(OpCode::kAdd, a, c);
+  int m = b.Binary(OpCode::kMultiply, s, a);
+  int d = b.Binary(OpCode::kDivide, m, c);
+  b.Result(d);
+  b.Result(b.Convert(s, DType::kF32));  // f32 view of an intermediate bf16 value
+  std::vector<uint16_t> av(n), cv(n), out(n);
+  std::vector<float> sf(n);
+  for (int64_t i = 0; i < n; ++i) {
+    av[i] = ToBf16(1.1f + 0.37f * static_cast<float>(i));
+    cv[i] = ToBf16(0.3f - 0.013f * static_cast<float>(i * i % 50));
+  }
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(av, DType::kBF16, dims), Bind(cv, DType::kBF16, dims)),
+                  Bindings(Bind(out, DType::kBF16, dims), Bind(sf, DType::kF32, dims)))
+                  .ok());
+  for (int64_t i = 0; i < n; ++i) {
+    float x = FromBf16(av[i]), y = FromBf16(cv[i]);
+    float e_s = RoundBf16(x + y);
+    float e_m = RoundBf16(e_s * x);
+    uint16_t e_d = ToBf16(e_m / y);
+    ASSERT_EQ(out[i], e_d) << i << ": " << FromBf16(out[i]) << " vs " << FromBf16(e_d);
+    ASSERT_EQ(sf[i], e_s) << i;
+  }
+}
+
+TEST(ElementwiseTest, Bf16TiesRoundToEven) {
+  // 1 + 2^-8 lies halfway between 1 and 1 + 2^-7 (even: 1); 1 + 3*2^-8 lies halfway between
+  // 1 + 2^-7 (odd) and 1 + 2^-6 (even).
+  Builder b;
+  int a = b.Param(T(DType::kBF16, {3}));
+  int c = b.Param(T(DType::kF32, {3}));
+  b.Result(b.Binary(OpCode::kAdd, a, b.Convert(c, DType::kBF16)));
+  b.Result(b.Convert(c, DType::kBF16));
+  std::vector<uint16_t> av = {ToBf16(1.0f), ToBf16(1.0078125f), ToBf16(-1.0f)};
+  std::vector<float> cv = {0.00390625f, 1.01171875f, -0.00390625f};
+  std::vector<uint16_t> out(3), conv(3);
+  // convert(c) rounds c itself: 2^-8 is exact; 1.01171875 is a tie -> 1.015625; -2^-8 exact.
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(av, DType::kBF16, {3}), Bind(cv, DType::kF32, {3})),
+                  Bindings(Bind(out, DType::kBF16, {3}), Bind(conv, DType::kBF16, {3})))
+                  .ok());
+  EXPECT_EQ(FromBf16(conv[0]), 0.00390625f);
+  EXPECT_EQ(FromBf16(conv[1]), 1.015625f);
+  EXPECT_EQ(FromBf16(out[0]), 1.0f);          // 1.00390625 -> 1 (even)
+  // 1.0078125 + 1.015625 = 2.0234375, halfway between 2.015625 (odd) and 2.03125 (even)
+  EXPECT_EQ(FromBf16(out[1]), 2.03125f);
+  EXPECT_EQ(FromBf16(out[2]), -1.0f);         // -1.00390625 -> -1 (even)
+}
+
+TEST(ElementwiseTest, U8WrapsAround) {
+  const int64_t n = 6;
+  Builder b;
+  int a = b.Param(T(DType::kU8, {n}));
+  int c = b.Param(T(DType::kU8, {n}));
+  int i32 = b.Param(T(DType::kI32, {n}));
+  b.Result(b.Binary(OpCode::kAdd, a, c));
+  b.Result(b.Binary(OpCode::kSubtract, a, c));
+  b.Result(b.Binary(OpCode::kMultiply, a, c));
+  b.Result(b.Convert(i32, DType::kU8));
+  b.Result(b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, a, a), c));  // wraps between ops
+  std::vector<uint8_t> av = {200, 255, 5, 0, 128, 17}, cv = {100, 1, 10, 255, 2, 17};
+  std::vector<int32_t> iv = {300, -1, 256, 255, -256, 1000};
+  std::vector<uint8_t> add(n), sub(n), mul(n), conv(n), chain(n);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(av, DType::kU8, {n}), Bind(cv, DType::kU8, {n}), Bind(iv, DType::kI32, {n})),
+                  Bindings(Bind(add, DType::kU8, {n}), Bind(sub, DType::kU8, {n}), Bind(mul, DType::kU8, {n}),
+                           Bind(conv, DType::kU8, {n}), Bind(chain, DType::kU8, {n})))
+                  .ok());
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(add[i], static_cast<uint8_t>(av[i] + cv[i])) << i;
+    EXPECT_EQ(sub[i], static_cast<uint8_t>(av[i] - cv[i])) << i;
+    EXPECT_EQ(mul[i], static_cast<uint8_t>(av[i] * cv[i])) << i;
+    EXPECT_EQ(conv[i], static_cast<uint8_t>(iv[i])) << i;
+    EXPECT_EQ(chain[i], static_cast<uint8_t>(static_cast<uint8_t>(av[i] * av[i]) + cv[i])) << i;
+  }
+  EXPECT_EQ(add[0], 44);
+  EXPECT_EQ(sub[2], 251);
+  EXPECT_EQ(conv[0], 44);
+  EXPECT_EQ(conv[1], 255);
+}
+
+TEST(ElementwiseTest, BoolCompareAndSelect) {
+  const int64_t n = 7;
+  Builder b;
+  int a = b.Param(T(DType::kF32, {n}));
+  int c = b.Param(T(DType::kF32, {n}));
+  int flag = b.Param(T(DType::kBool, {n}));
+  int lt = b.Compare(CompareDirection::kLT, a, c);
+  int eq = b.Compare(CompareDirection::kEQ, a, c);
+  b.Result(lt);
+  b.Result(b.Select(lt, a, c));  // elementwise min
+  b.Result(b.Binary(OpCode::kOr, b.Binary(OpCode::kAnd, lt, flag), eq));
+  b.Result(b.Unary(OpCode::kNot, flag));
+  b.Result(b.Select(flag, b.ScalarLike(1.5, a), a));
+  std::vector<float> av = {1, 2, 3, -1, NAN, 0, -0.0f}, cv = {2, 2, 1, -2, 0, NAN, 0.0f};
+  std::vector<uint8_t> fv = {1, 0, 1, 1, 1, 0, 1};
+  std::vector<uint8_t> o_lt(n, 7), o_logic(n, 7), o_not(n, 7);
+  std::vector<float> o_min(n), o_sel(n);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(av, DType::kF32, {n}), Bind(cv, DType::kF32, {n}), Bind(fv, DType::kBool, {n})),
+                  Bindings(Bind(o_lt, DType::kBool, {n}), Bind(o_min, DType::kF32, {n}),
+                           Bind(o_logic, DType::kBool, {n}), Bind(o_not, DType::kBool, {n}),
+                           Bind(o_sel, DType::kF32, {n})))
+                  .ok());
+  EXPECT_EQ(o_lt, (std::vector<uint8_t>{1, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(o_logic, (std::vector<uint8_t>{1, 1, 0, 0, 0, 0, 1}));  // (lt && flag) || eq; -0 == 0
+  EXPECT_EQ(o_not, (std::vector<uint8_t>{0, 1, 0, 0, 0, 1, 0}));
+  for (int64_t i = 0; i < n; ++i) {
+    float e = av[i] < cv[i] ? av[i] : cv[i];
+    if (std::isnan(e)) EXPECT_TRUE(std::isnan(o_min[i])) << i;
+    else EXPECT_EQ(o_min[i], e) << i;
+    float s = fv[i] ? 1.5f : av[i];
+    if (std::isnan(s)) EXPECT_TRUE(std::isnan(o_sel[i])) << i;
+    else EXPECT_EQ(o_sel[i], s) << i;
+  }
+}
+
+TEST(ElementwiseTest, CompareIntegersAndBf16) {
+  Builder b;
+  int a = b.Param(T(DType::kI64, {4}));
+  int c = b.Param(T(DType::kI64, {4}));
+  int x = b.Param(T(DType::kBF16, {4}));
+  int y = b.Param(T(DType::kBF16, {4}));
+  b.Result(b.Compare(CompareDirection::kGE, a, c));
+  b.Result(b.Compare(CompareDirection::kNE, x, y));
+  std::vector<int64_t> av = {int64_t{1} << 40, -5, 7, 0}, cv = {(int64_t{1} << 40) + 1, -5, 6, -1};
+  std::vector<uint16_t> xv = {ToBf16(1), ToBf16(2), ToBf16(-3), ToBf16(0)};
+  std::vector<uint16_t> yv = {ToBf16(1), ToBf16(2.5f), ToBf16(-3), ToBf16(-0.0f)};
+  std::vector<uint8_t> ge(4), ne(4);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(av, DType::kI64, {4}), Bind(cv, DType::kI64, {4}),
+                              Bind(xv, DType::kBF16, {4}), Bind(yv, DType::kBF16, {4})),
+                  Bindings(Bind(ge, DType::kBool, {4}), Bind(ne, DType::kBool, {4})))
+                  .ok());
+  EXPECT_EQ(ge, (std::vector<uint8_t>{0, 1, 1, 1}));
+  EXPECT_EQ(ne, (std::vector<uint8_t>{0, 1, 0, 0}));
+}
+
+TEST(ElementwiseTest, U32IsUnsigned) {
+  // ui32 values at and above 2^31 (e.g. random bits) compare, convert and divide as unsigned.
+  Builder b;
+  int a = b.Param(T(DType::kU32, {4}));
+  int c = b.Param(T(DType::kU32, {4}));
+  b.Result(b.Compare(CompareDirection::kGT, a, c));
+  b.Result(b.Convert(a, DType::kF64));
+  b.Result(b.Binary(OpCode::kDivide, a, c));
+  b.Result(b.Binary(OpCode::kAdd, a, a));  // wraps modulo 2^32
+  b.Result(b.Binary(OpCode::kMaximum, a, c));
+  std::vector<uint32_t> av = {0x80000000u, 0xFFFFFFFFu, 5, 3000000000u}, cv = {1, 2, 7, 1000};
+  std::vector<uint8_t> gt(4);
+  std::vector<double> f(4);
+  std::vector<uint32_t> q(4), s(4), mx(4);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(av, DType::kU32, {4}), Bind(cv, DType::kU32, {4})),
+                  Bindings(Bind(gt, DType::kBool, {4}), Bind(f, DType::kF64, {4}), Bind(q, DType::kU32, {4}),
+                           Bind(s, DType::kU32, {4}), Bind(mx, DType::kU32, {4})))
+                  .ok());
+  EXPECT_EQ(gt, (std::vector<uint8_t>{1, 1, 0, 1}));
+  EXPECT_EQ(f, (std::vector<double>{2147483648.0, 4294967295.0, 5.0, 3000000000.0}));
+  EXPECT_EQ(q, (std::vector<uint32_t>{0x80000000u, 0x7FFFFFFFu, 0, 3000000u}));
+  EXPECT_EQ(s, (std::vector<uint32_t>{0, 0xFFFFFFFEu, 10, 1705032704u}));
+  EXPECT_EQ(mx, (std::vector<uint32_t>{0x80000000u, 0xFFFFFFFFu, 7, 3000000000u}));
+}
+
+TEST(ElementwiseTest, ConvertsBetweenClasses) {
+  Builder b;
+  int x = b.Param(T(DType::kF32, {6}));
+  b.Result(b.Convert(x, DType::kI32));   // truncation toward zero
+  b.Result(b.Convert(x, DType::kBool));  // != 0
+  b.Result(b.Convert(x, DType::kF64));
+  b.Result(b.Convert(b.Convert(x, DType::kI64), DType::kF32));
+  std::vector<float> xv = {1.9f, -1.9f, 0.0f, 0.25f, -3e9f, 1e10f};
+  std::vector<int32_t> i(6);
+  std::vector<uint8_t> bo(6);
+  std::vector<double> d(6);
+  std::vector<float> back(6);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(xv, DType::kF32, {6})),
+                  Bindings(Bind(i, DType::kI32, {6}), Bind(bo, DType::kBool, {6}), Bind(d, DType::kF64, {6}),
+                           Bind(back, DType::kF32, {6})))
+                  .ok());
+  EXPECT_EQ(i[0], 1);
+  EXPECT_EQ(i[1], -1);
+  EXPECT_EQ(i[2], 0);
+  EXPECT_EQ(i[3], 0);
+  EXPECT_EQ(bo, (std::vector<uint8_t>{1, 1, 0, 1, 1, 1}));
+  for (int k = 0; k < 6; ++k) EXPECT_EQ(d[k], static_cast<double>(xv[k])) << k;
+  EXPECT_EQ(back, (std::vector<float>{1, -1, 0, 0, -3e9f, 1e10f}));
+}
+
+TEST(ElementwiseTest, TranscendentalsMatchLibm) {
+  const int64_t n = 1000;
+  Builder b;
+  int x = b.Param(T(DType::kF32, {n}));
+  int ax = b.Unary(OpCode::kAbs, x);
+  b.Result(b.Unary(OpCode::kExp, x));
+  b.Result(b.Unary(OpCode::kLog, ax));
+  b.Result(b.Unary(OpCode::kTanh, x));
+  b.Result(b.Unary(OpCode::kLogistic, x));
+  b.Result(b.Unary(OpCode::kSqrt, ax));
+  std::vector<float> xv(n);
+  for (int64_t i = 0; i < n; ++i) xv[i] = -10.0f + 20.0f * static_cast<float>(i) / n + 0.001f;
+  std::vector<float> e(n), l(n), t(n), s(n), q(n);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(xv, DType::kF32, {n})),
+                  Bindings(Bind(e, DType::kF32, {n}), Bind(l, DType::kF32, {n}), Bind(t, DType::kF32, {n}),
+                           Bind(s, DType::kF32, {n}), Bind(q, DType::kF32, {n})))
+                  .ok());
+  auto near = [](float got, double want) { return std::fabs(got - want) <= 4e-6 * std::fabs(want) + 1e-7; };
+  for (int64_t i = 0; i < n; ++i) {
+    double v = xv[i];
+    ASSERT_TRUE(near(e[i], std::exp(v))) << v << ": " << e[i];
+    ASSERT_TRUE(near(l[i], std::log(std::fabs(v)))) << v << ": " << l[i];
+    ASSERT_TRUE(near(t[i], std::tanh(v))) << v << ": " << t[i];
+    ASSERT_TRUE(near(s[i], 1.0 / (1.0 + std::exp(-v)))) << v << ": " << s[i];
+    ASSERT_EQ(q[i], std::sqrt(std::fabs(xv[i]))) << v;
+  }
+}
+
+}  // namespace
+}  // namespace tpu::host::testing

@@ -1,0 +1,201 @@
+// gather / scatter through the host executor.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/host/host_test_util.h"
+
+namespace tpu::host::testing {
+namespace {
+
+const DType F = DType::kF32;
+
+TEST(GatherTest, EmbeddingRows) {
+  const int64_t V = 10, D = 4;
+  std::vector<float> table(V * D);
+  for (int64_t i = 0; i < V * D; ++i) table[i] = static_cast<float>(i);
+  std::vector<int64_t> ids = {3, 0, 9, 3, 7, 1};
+  std::vector<int32_t> ids32 = {2, 2, 5, 0, 9, 8};
+  Builder b;
+  int t = b.Param(T(F, {V, D}));
+  int i64 = b.Param(T(DType::kI64, {6, 1}));
+  int i32 = b.Param(T(DType::kI32, {2, 3, 1}));
+  b.Result(b.Gather(t, i64, {1}, {0}, {0}, {1, D}));
+  b.Result(b.Gather(t, i32, {2}, {0}, {0}, {1, D}));
+  std::vector<float> o1(6 * D), o2(6 * D);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(table, F, {V, D}), Bind(ids, DType::kI64, {6, 1}),
+                                     Bind(ids32, DType::kI32, {2, 3, 1})),
+                         Bindings(Bind(o1, F, {6, D}), Bind(o2, F, {2, 3, D})))
+                  .ok());
+  for (int r = 0; r < 6; ++r)
+    for (int d = 0; d < D; ++d) {
+      EXPECT_EQ(o1[r * D + d], table[ids[r] * D + d]) << r << "," << d;
+      EXPECT_EQ(o2[r * D + d], table[ids32[r] * D + d]) << r << "," << d;
+    }
+}
+
+TEST(GatherTest, EmbeddingFromTransposedTable) {
+  // The table arrives as a transposed view: rows are strided in memory.
+  const int64_t V = 5, D = 3;
+  std::vector<float> mem(V * D);  // row-major [D, V]
+  for (int64_t i = 0; i < V * D; ++i) mem[i] = static_cast<float>(i * 10);
+  std::vector<int64_t> ids = {4, 0, 2};
+  Builder b;
+  int t = b.Param(T(F, {V, D}));
+  int i = b.Param(T(DType::kI64, {3, 1}));
+  b.Result(b.Gather(t, i, {1}, {0}, {0}, {1, D}));
+  std::vector<float> out(9);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(mem, F, {V, D}, {1, V}), Bind(ids, DType::kI64, {3, 1})),
+                         Bindings(Bind(out, F, {3, D})))
+                  .ok());
+  for (int r = 0; r < 3; ++r)
+    for (int d = 0; d < D; ++d) EXPECT_EQ(out[r * D + d], mem[d * V + ids[r]]);
+}
+
+TEST(GatherTest, GeneralWindows) {
+  // operand [3, 4, 5]; each index vector gives (dim 0, dim 2) starts; window 1x2x3 with dim 0
+  // collapsed -> result [2, 2, 3]: r[b][w1][w2] = op[i0][w1][i2 + w2].
+  std::vector<float> op(60);
+  for (int k = 0; k < 60; ++k) op[k] = static_cast<float>(k);
+  std::vector<int64_t> idx = {2, 1, 0, 2};
+  Builder b;
+  int o = b.Param(T(F, {3, 4, 5}));
+  int i = b.Param(T(DType::kI64, {2, 2}));
+  int g = b.Gather(o, i, {1, 2}, {0}, {0, 2}, {1, 2, 3});
+  ASSERT_EQ(b.TypeOf(g).dims, (Dims{2, 2, 3}));
+  b.Result(g);
+  std::vector<float> out(12);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(op, F, {3, 4, 5}), Bind(idx, DType::kI64, {2, 2})),
+                         Bindings(Bind(out, F, {2, 2, 3})))
+                  .ok());
+  for (int bb = 0; bb < 2; ++bb)
+    for (int w1 = 0; w1 < 2; ++w1)
+      for (int w2 = 0; w2 < 3; ++w2)
+        EXPECT_EQ(out[(bb * 2 + w1) * 3 + w2], op[idx[bb * 2] * 20 + w1 * 5 + idx[bb * 2 + 1] + w2])
+            << bb << "," << w1 << "," << w2;
+}
+
+TEST(GatherTest, OffsetDimBeforeBatchDim) {
+  // index_select along dim 1: r[i][b] = t[i][ids[b]].
+  std::vector<float> t(20);
+  for (int k = 0; k < 20; ++k) t[k] = static_cast<float>(k);
+  std::vector<int64_t> ids = {4, 0, 4};
+  Builder b;
+  int tp = b.Param(T(F, {4, 5}));
+  int ip = b.Param(T(DType::kI64, {3, 1}));
+  b.Result(b.Gather(tp, ip, {0}, {1}, {1}, {4, 1}));
+  std::vector<float> out(12);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(t, F, {4, 5}), Bind(ids, DType::kI64, {3, 1})),
+                         Bindings(Bind(out, F, {4, 3})))
+                  .ok());
+  for (int i = 0; i < 4; ++i)
+    for (int bb = 0; bb < 3; ++bb) EXPECT_EQ(out[i * 3 + bb], t[i * 5 + ids[bb]]);
+}
+
+TEST(GatherTest, CheckedIndexOutOfRangeIsAnError) {
+  for (int64_t bad : {int64_t{10}, int64_t{-1}, int64_t{1} << 40}) {
+    Builder b;
+    int t = b.Param(T(F, {10, 2}));
+    int i = b.Param(T(DType::kI64, {3, 1}));
+    b.Result(b.Gather(t, i, {1}, {0}, {0}, {1, 2}));
+    std::vector<float> table(20), out(6);
+    std::vector<int64_t> ids = {1, bad, 2};
+    Status s = RunProgram(b, Bindings(Bind(table, F, {10, 2}), Bind(ids, DType::kI64, {3, 1})),
+                          Bindings(Bind(out, F, {3, 2})));
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.code(), Code::kOutOfRange);
+    EXPECT_EQ(s.message(), "index " + std::to_string(bad) + " is out of bounds for dimension 0 with size 10");
+  }
+}
+
+TEST(GatherTest, UncheckedIndicesClamp) {
+  std::vector<float> t = {0, 1, 10, 11, 20, 21};
+  std::vector<int32_t> ids = {7, -3, 1};
+  Builder b;
+  int tp = b.Param(T(F, {3, 2}));
+  int ip = b.Param(T(DType::kI32, {3, 1}));
+  b.Result(b.Gather(tp, ip, {1}, {0}, {0}, {1, 2}, /*checked=*/false));
+  std::vector<float> out(6);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(t, F, {3, 2}), Bind(ids, DType::kI32, {3, 1})),
+                         Bindings(Bind(out, F, {3, 2})))
+                  .ok());
+  EXPECT_EQ(out, (std::vector<float>{20, 21, 0, 1, 10, 11}));
+}
+
+TEST(ScatterTest, AddWithRepeatedIndices) {
+  Builder b;
+  int o = b.Param(T(F, {5}));
+  int i = b.Param(T(DType::kI64, {4, 1}));
+  int u = b.Param(T(F, {4}));
+  b.Result(b.Scatter(o, i, u, {}, {0}, {0}, ReduceKind::kAdd));
+  std::vector<float> operand = {1, 2, 3, 4, 5}, updates = {10, 20, 30, 40}, out(5);
+  std::vector<int64_t> idx = {1, 3, 1, 1};
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(operand, F, {5}), Bind(idx, DType::kI64, {4, 1}), Bind(updates, F, {4})),
+                         Bindings(Bind(out, F, {5})))
+                  .ok());
+  EXPECT_EQ(out, (std::vector<float>{1, 82, 3, 24, 5}));
+  EXPECT_EQ(operand, (std::vector<float>{1, 2, 3, 4, 5}));  // the operand is not modified
+}
+
+TEST(ScatterTest, RowsAddIntegersAndStridedUpdates) {
+  // index_add_ of rows: out[idx[k]] += upd[k], updates given as a transposed view.
+  Builder b;
+  int o = b.Param(T(DType::kI32, {4, 3}));
+  int i = b.Param(T(DType::kI32, {3, 1}));
+  int u = b.Param(T(DType::kI32, {3, 3}));
+  b.Result(b.Scatter(o, i, u, {1}, {0}, {0}, ReduceKind::kAdd));
+  std::vector<int32_t> operand(12, 1), idx = {2, 0, 2}, umem = {1, 2, 3, 4, 5, 6, 7, 8, 9}, out(12);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(operand, DType::kI32, {4, 3}), Bind(idx, DType::kI32, {3, 1}),
+                                     Bind(umem, DType::kI32, {3, 3}, {1, 3})),
+                         Bindings(Bind(out, DType::kI32, {4, 3})))
+                  .ok());
+  // upd[k][j] = umem[j * 3 + k]: rows {1,4,7}, {2,5,8}, {3,6,9}
+  EXPECT_EQ(out, (std::vector<int32_t>{3, 6, 9, 1, 1, 1, 1 + 1 + 3, 1 + 4 + 6, 1 + 7 + 9, 1, 1, 1}));
+}
+
+TEST(ScatterTest, ReplaceMaxAndBounds) {
+  Builder b;
+  int o = b.Param(T(F, {4}));
+  int i = b.Param(T(DType::kI64, {3, 1}));
+  int u = b.Param(T(F, {3}));
+  b.Result(b.Scatter(o, i, u, {}, {0}, {0}, ReduceKind::kReplace, /*checked=*/false));
+  b.Result(b.Scatter(o, i, u, {}, {0}, {0}, ReduceKind::kMax, /*checked=*/false));
+  std::vector<float> operand = {5, 5, 5, 5}, updates = {1, 9, 7}, rep(4), mx(4);
+  std::vector<int64_t> idx = {0, 4, 2};  // 4 is out of range: skipped when unchecked
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(operand, F, {4}), Bind(idx, DType::kI64, {3, 1}), Bind(updates, F, {3})),
+                         Bindings(Bind(rep, F, {4}), Bind(mx, F, {4})))
+                  .ok());
+  EXPECT_EQ(rep, (std::vector<float>{1, 5, 7, 5}));
+  EXPECT_EQ(mx, (std::vector<float>{5, 5, 7, 5}));
+
+  Builder c;
+  int o2 = c.Param(T(F, {4}));
+  int i2 = c.Param(T(DType::kI64, {3, 1}));
+  int u2 = c.Param(T(F, {3}));
+  c.Result(c.Scatter(o2, i2, u2, {}, {0}, {0}, ReduceKind::kAdd));  // checked
+  std::vector<float> out(4);
+  Status s = RunProgram(c, Bindings(Bind(operand, F, {4}), Bind(idx, DType::kI64, {3, 1}), Bind(updates, F, {3})),
+                        Bindings(Bind(out, F, {4})));
+  EXPECT_EQ(s.code(), Code::kOutOfRange);
+  EXPECT_EQ(s.message(), "index 4 is out of bounds for dimension 0 with size 4");
+}
+
+TEST(ScatterTest, Bf16CombinerIsUnimplemented) {
+  Builder b;
+  int o = b.Param(T(DType::kBF16, {4}));
+  int i = b.Param(T(DType::kI64, {1, 1}));
+  int u = b.Param(T(DType::kBF16, {1}));
+  b.Result(b.Scatter(o, i, u, {}, {0}, {0}, ReduceKind::kAdd));
+  std::vector<uint16_t> operand(4), updates(1), out(4);
+  std::vector<int64_t> idx = {1};
+  Status s = RunProgram(b, Bindings(Bind(operand, DType::kBF16, {4}), Bind(idx, DType::kI64, {1, 1}),
+                                    Bind(updates, DType::kBF16, {1})),
+                        Bindings(Bind(out, DType::kBF16, {4})));
+  EXPECT_EQ(s.code(), Code::kUnimplemented);
+  EXPECT_NE(s.message().find("bf16"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace tpu::host::testing

@@ -1,0 +1,85 @@
+// Helpers for the host executor tests: build a program, compile it with tpu::Compile, and run it
+// through HostExecutor with bindings over std::vector memory or allocator buffers.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "compiler/compiler.h"
+#include "ir/builder.h"
+#include "runtime/device.h"
+#include "runtime/host/executor.h"
+
+namespace tpu::host::testing {
+
+inline TensorType T(DType dt, Dims dims) { return TensorType{dt, std::move(dims)}; }
+
+// A binding over caller-owned memory: `data` points at the first element; strides in elements
+// (contiguous when empty).
+inline Binding Bind(void* data, DType dt, Dims dims, Dims strides = {}) {
+  if (strides.empty()) strides = ContiguousStrides(dims);
+  return Binding(nullptr, View{data, dt, std::move(dims), std::move(strides)});
+}
+template <typename T>
+Binding Bind(std::vector<T>& v, DType dt, Dims dims, Dims strides = {}, int64_t offset = 0) {
+  return Bind(v.data() + offset, dt, std::move(dims), std::move(strides));
+}
+
+// Binding is move-only, so it cannot sit in an initializer list.
+template <typename... B>
+std::vector<Binding> Bindings(B&&... b) {
+  std::vector<Binding> v;
+  (v.push_back(std::forward<B>(b)), ...);
+  return v;
+}
+
+inline ExecutablePtr CompileBuilder(Builder& b) {
+  auto g = b.Finish();
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  if (!g.ok()) return nullptr;
+  uint64_t fp = Fingerprint(*g);
+  auto exe = Compile(std::move(g).value(), fp, "host_test");
+  EXPECT_TRUE(exe.ok()) << exe.status().ToString();
+  return exe.ok() ? exe.value() : nullptr;
+}
+
+inline Status RunExe(const ExecutablePtr& exe, std::vector<Binding> params,
+                     std::vector<Binding> results) {
+  if (!exe) return Internal("no executable");
+  Launch launch{exe, std::move(params), std::move(results)};
+  HostExecutor executor;
+  return executor.Run(launch);
+}
+
+// Builds, compiles and runs; the results are written through the result bindings.
+inline Status RunProgram(Builder& b, std::vector<Binding> params, std::vector<Binding> results) {
+  return RunExe(CompileBuilder(b), std::move(params), std::move(results));
+}
+
+// bfloat16 by hand: round-to-nearest-even of the float's top 16 bits; NaN stays NaN.
+inline uint16_t ToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if (std::isnan(f)) return 0x7FC0;
+  uint32_t lsb = (bits >> 16) & 1;
+  return static_cast<uint16_t>((bits + 0x7FFF + lsb) >> 16);
+}
+inline float FromBf16(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+inline float RoundBf16(float f) { return FromBf16(ToBf16(f)); }
+
+// Deterministic small values: exactly representable, so sums and products are exact.
+inline float SmallValue(int64_t i, int salt = 0) {
+  return static_cast<float>(((i * 7 + salt * 13) % 23) - 11) * 0.25f;
+}
+
+}  // namespace tpu::host::testing

@@ -1,0 +1,224 @@
+// reduce and arg_reduce through the host executor, checked against plain loops.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/host/host_test_util.h"
+
+namespace tpu::host::testing {
+namespace {
+
+const DType F = DType::kF32;
+
+// Reference reduction of a row-major array over `rdims`, in double.
+std::vector<double> RefReduce(const std::vector<float>& x, const Dims& dims, const Dims& rdims,
+                              ReduceKind kind) {
+  int rank = static_cast<int>(dims.size());
+  std::vector<bool> red(rank, false);
+  for (int64_t d : rdims) red[d] = true;
+  Dims out_dims;
+  for (int d = 0; d < rank; ++d)
+    if (!red[d]) out_dims.push_back(d);
+  int64_t out_n = 1;
+  for (int64_t d : out_dims) out_n *= dims[d];
+  double init = kind == ReduceKind::kAdd ? 0.0 : -INFINITY;
+  std::vector<double> out(out_n, init);
+  Dims strides = ContiguousStrides(dims);
+  for (int64_t e = 0; e < static_cast<int64_t>(x.size()); ++e) {
+    int64_t o = 0;
+    for (int d = 0; d < rank; ++d) {
+      int64_t i = (e / strides[d]) % dims[d];
+      if (!red[d]) o = o * dims[d] + i;
+    }
+    if (kind == ReduceKind::kAdd) out[o] += x[e];
+    else out[o] = std::max(out[o], static_cast<double>(x[e]));
+  }
+  return out;
+}
+
+struct ReduceCase {
+  Dims dims;
+  Dims rdims;
+};
+
+class ReduceTest : public ::testing::TestWithParam<ReduceCase> {};
+
+TEST_P(ReduceTest, AddAndMaxMatchLoops) {
+  const ReduceCase& c = GetParam();
+  int64_t n = T(F, c.dims).NumElements();
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = SmallValue(i, 3);  // multiples of 1/4: exact sums
+  for (ReduceKind kind : {ReduceKind::kAdd, ReduceKind::kMax}) {
+    SCOPED_TRACE(kind == ReduceKind::kAdd ? "add" : "max");
+    Builder b;
+    int p = b.Param(T(F, c.dims));
+    int init = b.Constant(kind == ReduceKind::kAdd ? 0.0 : -INFINITY, F);
+    int r = b.Reduce(p, init, c.rdims, kind);
+    b.Result(r);
+    Dims out_dims = b.TypeOf(r).dims;
+    std::vector<double> want = RefReduce(x, c.dims, c.rdims, kind);
+    std::vector<float> out(want.size(), -999);
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, c.dims)), Bindings(Bind(out, F, out_dims))).ok());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(out[i], static_cast<float>(want[i])) << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Dims, ReduceTest,
+    ::testing::Values(ReduceCase{{5, 7}, {1}},            // inner
+                      ReduceCase{{2, 3, 40}, {1, 2}},     // inner two
+                      ReduceCase{{6, 9}, {0}},            // leading
+                      ReduceCase{{4, 3, 10}, {0, 1}},     // leading two
+                      ReduceCase{{3, 5, 4}, {1}},         // middle
+                      ReduceCase{{2, 3, 4, 5}, {1, 2}},   // middle two
+                      ReduceCase{{2, 3, 4}, {0, 2}},      // outer and inner
+                      ReduceCase{{3, 4, 5}, {0, 1, 2}},   // all
+                      ReduceCase{{5000}, {0}},            // long row
+                      ReduceCase{{3000, 3}, {0}},         // long columns
+                      ReduceCase{{4, 3}, {}}));           // nothing: a copy
+
+TEST(ReduceKernelTest, TransposedInputAndInit) {
+  // sum over dim 1 of a transposed view, starting from init = 10.
+  std::vector<float> m(12);
+  for (int k = 0; k < 12; ++k) m[k] = static_cast<float>(k);
+  Builder b;
+  int x = b.Param(T(F, {3, 4}));  // x[i][j] = m[j * 3 + i]
+  int init = b.Param(T(F, {}));
+  b.Result(b.Reduce(x, init, {1}, ReduceKind::kAdd));
+  b.Result(b.Reduce(x, init, {0}, ReduceKind::kAdd));
+  std::vector<float> iv = {10}, rows(3), cols(4);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(m, F, {3, 4}, {1, 3}), Bind(iv, F, {})),
+                         Bindings(Bind(rows, F, {3}), Bind(cols, F, {4})))
+                  .ok());
+  for (int i = 0; i < 3; ++i) {
+    float s = 10;
+    for (int j = 0; j < 4; ++j) s += m[j * 3 + i];
+    EXPECT_EQ(rows[i], s);
+  }
+  for (int j = 0; j < 4; ++j) {
+    float s = 10;
+    for (int i = 0; i < 3; ++i) s += m[j * 3 + i];
+    EXPECT_EQ(cols[j], s);
+  }
+}
+
+TEST(ReduceKernelTest, OtherDTypesAndKinds) {
+  Builder b;
+  int xi = b.Param(T(DType::kI32, {2, 4}));
+  int xb = b.Param(T(DType::kBF16, {2, 4}));
+  int xp = b.Param(T(DType::kBool, {2, 4}));
+  b.Result(b.Reduce(xi, b.Constant(0, DType::kI32), {1}, ReduceKind::kAdd));
+  b.Result(b.Reduce(xi, b.Constant(1, DType::kI32), {1}, ReduceKind::kMul));
+  b.Result(b.Reduce(xi, b.Constant(2147483647, DType::kI32), {0}, ReduceKind::kMin));
+  b.Result(b.Reduce(xb, b.Constant(0, DType::kBF16), {1}, ReduceKind::kAdd));
+  b.Result(b.Reduce(xp, b.Constant(1, DType::kBool), {1}, ReduceKind::kAnd));
+  b.Result(b.Reduce(xp, b.Constant(0, DType::kBool), {1}, ReduceKind::kOr));
+  std::vector<int32_t> iv = {1, -2, 3, 4, 5, 6, -7, 8};
+  std::vector<uint16_t> bv = {ToBf16(1), ToBf16(256), ToBf16(1), ToBf16(1),
+                              ToBf16(0.5f), ToBf16(0.25f), ToBf16(0.125f), ToBf16(-1)};
+  std::vector<uint8_t> pv = {1, 1, 1, 1, 0, 0, 1, 0};
+  std::vector<int32_t> sum(2), prod(2), mn(4);
+  std::vector<uint16_t> bsum(2);
+  std::vector<uint8_t> all(2), any(2);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(iv, DType::kI32, {2, 4}), Bind(bv, DType::kBF16, {2, 4}),
+                                     Bind(pv, DType::kBool, {2, 4})),
+                         Bindings(Bind(sum, DType::kI32, {2}), Bind(prod, DType::kI32, {2}),
+                                  Bind(mn, DType::kI32, {4}), Bind(bsum, DType::kBF16, {2}),
+                                  Bind(all, DType::kBool, {2}), Bind(any, DType::kBool, {2})))
+                  .ok());
+  EXPECT_EQ(sum, (std::vector<int32_t>{6, 12}));
+  EXPECT_EQ(prod, (std::vector<int32_t>{-24, -1680}));
+  EXPECT_EQ(mn, (std::vector<int32_t>{1, -2, -7, 4}));
+  // bf16 sums accumulate in float and round once: 1 + 256 + 1 + 1 = 259 -> 260 (ulp 2 at 256).
+  EXPECT_EQ(FromBf16(bsum[0]), RoundBf16(259.0f));
+  EXPECT_EQ(FromBf16(bsum[0]), 260.0f);
+  EXPECT_EQ(FromBf16(bsum[1]), -0.125f);
+  EXPECT_EQ(all, (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(any, (std::vector<uint8_t>{1, 1}));
+}
+
+// Reference arg-max/arg-min: first index of the extreme value; a NaN wins (its first index).
+template <typename V>
+std::vector<int64_t> RefArg(const std::vector<V>& x, int64_t outer, int64_t red, int64_t inner, bool is_max) {
+  std::vector<int64_t> out(outer * inner);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t best = 0;
+      for (int64_t r = 0; r < red; ++r) {
+        V v = x[(o * red + r) * inner + i], bv = x[(o * red + best) * inner + i];
+        if (bv != bv) break;
+        if (v != v || (is_max ? v > bv : v < bv)) best = r;
+      }
+      out[o * inner + i] = best;
+    }
+  return out;
+}
+
+TEST(ArgReduceTest, TiesPickTheFirstIndex) {
+  // [2, 5, 3], reduced over dim 1 (a middle dim) and dim 2 (inner).
+  std::vector<float> x = {1, 3, 3,  3, 2, 3,  0, 3, 1,  3, 3, 3,  -1, 0, 0,
+                          5, 5, 5,  5, 5, 5,  5, 5, 5,  5, 5, 5,  5, 5, 5};
+  for (bool is_max : {true, false}) {
+    SCOPED_TRACE(is_max ? "argmax" : "argmin");
+    ReduceKind k = is_max ? ReduceKind::kMax : ReduceKind::kMin;
+    Builder b;
+    int p = b.Param(T(F, {2, 5, 3}));
+    b.Result(b.ArgReduce(p, 1, k));
+    b.Result(b.ArgReduce(p, 2, k));
+    b.Result(b.ArgReduce(p, 0, k));
+    std::vector<int64_t> mid(6), in(10), lead(15);
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, {2, 5, 3})),
+                           Bindings(Bind(mid, DType::kI64, {2, 3}), Bind(in, DType::kI64, {2, 5}),
+                                    Bind(lead, DType::kI64, {5, 3})))
+                    .ok());
+    EXPECT_EQ(mid, RefArg(x, 2, 5, 3, is_max));
+    EXPECT_EQ(in, RefArg(x, 10, 3, 1, is_max));
+    EXPECT_EQ(lead, RefArg(x, 1, 2, 15, is_max));
+    if (is_max) {
+      EXPECT_EQ(in, (std::vector<int64_t>{1, 0, 1, 0, 1, 0, 0, 0, 0, 0}));
+      EXPECT_EQ(mid, (std::vector<int64_t>{1, 0, 0, 0, 0, 0}));
+    } else {
+      EXPECT_EQ(in, (std::vector<int64_t>{0, 1, 0, 0, 0, 0, 0, 0, 0, 0}));
+    }
+  }
+}
+
+TEST(ArgReduceTest, NaNWins) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x = {1, nan, 7, nan,   // first NaN at 1
+                          9, 2, 3, 4,       // no NaN
+                          nan, 1, 2, 3,     // NaN first
+                          -1, -2, -3, nan};  // NaN last
+  for (bool is_max : {true, false}) {
+    Builder b;
+    int p = b.Param(T(F, {4, 4}));
+    b.Result(b.ArgReduce(p, 1, is_max ? ReduceKind::kMax : ReduceKind::kMin));
+    std::vector<int64_t> out(4);
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, {4, 4})), Bindings(Bind(out, DType::kI64, {4}))).ok());
+    EXPECT_EQ(out, (std::vector<int64_t>{1, is_max ? 0 : 1, 0, 3})) << (is_max ? "max" : "min");
+  }
+}
+
+TEST(ArgReduceTest, IntegersBf16AndStridedInput) {
+  Builder b;
+  int xi = b.Param(T(DType::kI64, {3, 4}));
+  int xb = b.Param(T(DType::kBF16, {2, 3}));
+  b.Result(b.ArgReduce(xi, 0, ReduceKind::kMax));
+  b.Result(b.ArgReduce(xb, 1, ReduceKind::kMin));
+  // xi is the transpose of a row-major [4, 3] array.
+  std::vector<int64_t> m = {int64_t{1} << 40, 5, 5,  -3, -3, 0,  7, 8, 8,  1, 2, 3};
+  std::vector<uint16_t> bv = {ToBf16(2), ToBf16(-1), ToBf16(-1), ToBf16(0.5f), ToBf16(0.25f), ToBf16(0.125f)};
+  std::vector<int64_t> o1(4), o2(2);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(m, DType::kI64, {3, 4}, {1, 3}), Bind(bv, DType::kBF16, {2, 3})),
+                         Bindings(Bind(o1, DType::kI64, {4}), Bind(o2, DType::kI64, {2})))
+                  .ok());
+  // column j of xi is row j of m: argmax of {2^40, 5, 5}, {-3, -3, 0}, {7, 8, 8}, {1, 2, 3}
+  EXPECT_EQ(o1, (std::vector<int64_t>{0, 2, 1, 2}));
+  EXPECT_EQ(o2, (std::vector<int64_t>{1, 2}));
+}
+
+}  // namespace
+}  // namespace tpu::host::testing

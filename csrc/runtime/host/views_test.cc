@@ -1,0 +1,294 @@
+// Strided views at the program boundary: broadcasts (stride 0), transposed inputs and outputs,
+// in-place updates, reshapes of non-contiguous inputs, and buffers from an Allocator.
+#include <cstdint>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/allocator.h"
+#include "runtime/host/host_test_util.h"
+
+namespace tpu::host::testing {
+namespace {
+
+const DType F = DType::kF32;
+
+TEST(ViewsTest, StrideZeroParams) {
+  // a[i][j] = row[j] (stride {0, 1}); c[i][j] = col[i] (stride {1, 0}); s = scalar everywhere.
+  Builder b;
+  int a = b.Param(T(F, {4, 5}));
+  int c = b.Param(T(F, {4, 5}));
+  int s = b.Param(T(F, {4, 5}));
+  b.Result(b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, a, c), s));
+  std::vector<float> row = {1, 2, 3, 4, 5}, col = {10, 20, 30, 40}, scalar = {0.5f};
+  std::vector<float> out(20);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(row, F, {4, 5}, {0, 1}), Bind(col, F, {4, 5}, {1, 0}),
+                                     Bind(scalar, F, {4, 5}, {0, 0})),
+                         Bindings(Bind(out, F, {4, 5})))
+                  .ok());
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 5; ++j) EXPECT_EQ(out[i * 5 + j], row[j] * col[i] + 0.5f) << i << "," << j;
+}
+
+TEST(ViewsTest, BroadcastInDimOps) {
+  Builder b;
+  int v = b.Param(T(F, {5}));
+  int col = b.Param(T(F, {4, 1}));
+  int bv = b.BroadcastInDim(v, {4, 5}, {1});
+  int bc = b.BroadcastInDim(col, {4, 5}, {0, 1});  // size-1 dim stretched
+  int bt = b.BroadcastInDim(v, {5, 4}, {0});       // v along rows of the transpose
+  b.Result(b.Binary(OpCode::kSubtract, bv, bc));
+  b.Result(bt);  // a view as a result: copied into the binding
+  std::vector<float> vv = {1, 2, 3, 4, 5}, cv = {100, 200, 300, 400}, o1(20), o2(20);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(vv, F, {5}), Bind(cv, F, {4, 1})),
+                         Bindings(Bind(o1, F, {4, 5}), Bind(o2, F, {5, 4})))
+                  .ok());
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 5; ++j) {
+      EXPECT_EQ(o1[i * 5 + j], vv[j] - cv[i]);
+      EXPECT_EQ(o2[j * 4 + i], vv[j]);
+    }
+}
+
+TEST(ViewsTest, TransposedInputAndOutput) {
+  // x is the transpose of a row-major [4, 3] array m; y = 2x + 1 is written transposed too.
+  const int R = 3, C = 4;
+  std::vector<float> m(12), ymem(12, -1), zmem(60, -7);
+  for (int k = 0; k < 12; ++k) m[k] = static_cast<float>(k * k % 17) - 3;
+  Builder b;
+  int x = b.Param(T(F, {R, C}));
+  int y = b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, x, b.ScalarLike(2, x)), b.ScalarLike(1, x));
+  b.Result(y);
+  b.Result(y);
+  // Second result: offset 5, strides {10, 2} into zmem: gaps stay untouched.
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(m, F, {R, C}, {1, R})),
+                         Bindings(Bind(ymem, F, {R, C}, {1, R}), Bind(zmem, F, {R, C}, {10, 2}, 5)))
+                  .ok());
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < C; ++j) {
+      float xv = m[j * R + i];
+      EXPECT_EQ(ymem[j * R + i], 2 * xv + 1) << i << "," << j;
+      EXPECT_EQ(zmem[5 + i * 10 + j * 2], 2 * xv + 1) << i << "," << j;
+    }
+  int written = 0, untouched = 0;
+  for (float z : zmem) (z == -7 ? untouched : written)++;
+  EXPECT_EQ(written, 12);
+  EXPECT_EQ(untouched, 48);
+}
+
+TEST(ViewsTest, TransposeAndSliceOps) {
+  Builder b;
+  int x = b.Param(T(F, {6, 8}));
+  int y = b.Param(T(F, {8, 6}));
+  b.Result(b.Binary(OpCode::kAdd, b.Transpose(x, {1, 0}), y));
+  b.Result(b.Unary(OpCode::kNegate, b.Slice(x, {1, 2}, {5, 8}, {2, 3})));
+  std::vector<float> xv(48), yv(48), o1(48), o2(4);
+  for (int k = 0; k < 48; ++k) {
+    xv[k] = static_cast<float>(k);
+    yv[k] = static_cast<float>(1000 * k);
+  }
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(xv, F, {6, 8}), Bind(yv, F, {8, 6})),
+                         Bindings(Bind(o1, F, {8, 6}), Bind(o2, F, {2, 2})))
+                  .ok());
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 6; ++j) EXPECT_EQ(o1[i * 6 + j], xv[j * 8 + i] + yv[i * 6 + j]);
+  // rows 1, 3; columns 2, 5
+  EXPECT_EQ(o2, (std::vector<float>{-10, -13, -26, -29}));
+}
+
+TEST(ViewsTest, InPlaceUpdateOfAllocatorBuffer) {
+  Allocator alloc(0, int64_t{64} << 20);
+  const int64_t n = 3 * 700;
+  Buffer* buf = alloc.Allocate(n * 4).value();
+  const int64_t reserved = buf->nbytes();  // rounded up by the allocator
+  float* data = static_cast<float*>(buf->data());
+  for (int64_t i = 0; i < n; ++i) data[i] = SmallValue(i);
+  View v{buf->data(), F, {3, 700}, {700, 1}};
+  Builder b;
+  int x = b.Param(T(F, {3, 700}));
+  b.Result(b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, x, x), x));  // x = x*x + x
+  ExecutablePtr exe = CompileBuilder(b);
+  {
+    Launch launch{exe, Bindings(Binding(buf, v)), Bindings(Binding(buf, v))};
+    buf->Release();  // the bindings keep the buffer alive
+    EXPECT_EQ(alloc.stats().allocated, reserved);
+    HostExecutor ex;
+    ASSERT_TRUE(ex.Run(launch).ok());
+    for (int64_t i = 0; i < n; ++i) {
+      float x0 = SmallValue(i);
+      ASSERT_EQ(data[i], x0 * x0 + x0) << i;
+    }
+  }
+  EXPECT_EQ(alloc.stats().allocated, 0);  // freed with the last binding
+}
+
+TEST(ViewsTest, InPlaceWithATransposedReadOfTheSameParam) {
+  // x = x + transpose(x) in place: the region reads elements the same pass overwrites.
+  for (int n : {4, 64}) {
+    SCOPED_TRACE(n);
+    Builder b;
+    int x = b.Param(T(F, {n, n}));
+    b.Result(b.Binary(OpCode::kAdd, x, b.Transpose(x, {1, 0})));
+    std::vector<float> mem(n * n), orig(n * n);
+    for (int k = 0; k < n * n; ++k) orig[k] = mem[k] = static_cast<float>(k);
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(mem, F, {n, n})), Bindings(Bind(mem, F, {n, n}))).ok());
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        ASSERT_EQ(mem[i * n + j], orig[i * n + j] + orig[j * n + i]) << i << "," << j;
+  }
+}
+
+TEST(ViewsTest, InPlaceWhileAKernelStillReadsTheParam) {
+  // results: x * 2 (in place), sum(x) -- the sum must see the old x.
+  Builder b;
+  int x = b.Param(T(F, {8}));
+  int twice = b.Binary(OpCode::kMultiply, x, b.ScalarLike(2, x));
+  int sum = b.Reduce(x, b.Constant(0, F), {0}, ReduceKind::kAdd);
+  b.Result(twice);
+  b.Result(sum);
+  std::vector<float> mem = {1, 2, 3, 4, 5, 6, 7, 8}, total(1);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(mem, F, {8})), Bindings(Bind(mem, F, {8}), Bind(total, F, {}))).ok());
+  EXPECT_EQ(mem, (std::vector<float>{2, 4, 6, 8, 10, 12, 14, 16}));
+  EXPECT_EQ(total[0], 36);
+}
+
+TEST(ViewsTest, InPlaceWhileAnotherResultIsAViewOfTheParam) {
+  // results: x + 1 (in place), transpose(x) (elsewhere) -- the transpose is of the old x.
+  Builder b;
+  int x = b.Param(T(F, {2, 3}));
+  b.Result(b.Binary(OpCode::kAdd, x, b.ScalarLike(1, x)));
+  b.Result(b.Transpose(x, {1, 0}));
+  std::vector<float> mem = {1, 2, 3, 4, 5, 6}, t(6);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(mem, F, {2, 3})), Bindings(Bind(mem, F, {2, 3}), Bind(t, F, {3, 2}))).ok());
+  EXPECT_EQ(mem, (std::vector<float>{2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(t, (std::vector<float>{1, 4, 2, 5, 3, 6}));
+}
+
+TEST(ViewsTest, InPlaceOnAStridedView) {
+  // Update every other column of a [3, 8] array in place through a [3, 4] view.
+  Builder b;
+  int x = b.Param(T(F, {3, 4}));
+  b.Result(b.Unary(OpCode::kNegate, x));
+  std::vector<float> mem(24);
+  for (int k = 0; k < 24; ++k) mem[k] = static_cast<float>(k + 1);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(mem, F, {3, 4}, {8, 2}, 1)), Bindings(Bind(mem, F, {3, 4}, {8, 2}, 1))).ok());
+  for (int k = 0; k < 24; ++k) EXPECT_EQ(mem[k], (k % 2 == 1) ? -(k + 1.0f) : k + 1.0f) << k;
+}
+
+TEST(ViewsTest, ReshapeOfNonContiguousInputMaterializes) {
+  // x is a transposed view ([3, 4] over a row-major [4, 3] array); reshape must follow x's
+  // logical (row-major) element order, not memory order.
+  std::vector<float> m(12);
+  for (int k = 0; k < 12; ++k) m[k] = static_cast<float>(k);
+  auto logical = [&](int i, int j) { return m[j * 3 + i]; };  // x[i][j]
+  Builder b;
+  int x = b.Param(T(F, {3, 4}));
+  int flat = b.Reshape(x, {12});
+  b.Result(flat);
+  b.Result(b.Binary(OpCode::kAdd, b.Reshape(x, {2, 6}), b.ScalarLike(100, b.Reshape(x, {2, 6}))));
+  b.Result(b.Reshape(x, {3, 2, 2}));  // splits a strided dim: viewable without a copy
+  std::vector<float> o1(12), o2(12), o3(12);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(m, F, {3, 4}, {1, 3})),
+                         Bindings(Bind(o1, F, {12}), Bind(o2, F, {2, 6}), Bind(o3, F, {3, 2, 2})))
+                  .ok());
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) {
+      EXPECT_EQ(o1[i * 4 + j], logical(i, j)) << i << "," << j;
+      EXPECT_EQ(o2[i * 4 + j], logical(i, j) + 100) << i << "," << j;
+      EXPECT_EQ(o3[i * 4 + j], logical(i, j)) << i << "," << j;
+    }
+}
+
+TEST(ViewsTest, ReshapeOfColumnSlice) {
+  // x: columns 2..7 of a row-major [4, 10] array (strides {10, 1}).
+  std::vector<float> m(40);
+  for (int k = 0; k < 40; ++k) m[k] = static_cast<float>(k);
+  Builder b;
+  int x = b.Param(T(F, {4, 6}));
+  b.Result(b.Reshape(x, {4, 2, 3}));  // view
+  b.Result(b.Reshape(x, {24}));       // copy
+  b.Result(b.Reshape(x, {8, 3}));     // copy
+  std::vector<float> o1(24), o2(24), o3(24);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(m, F, {4, 6}, {10, 1}, 2)),
+                         Bindings(Bind(o1, F, {4, 2, 3}), Bind(o2, F, {24}), Bind(o3, F, {8, 3})))
+                  .ok());
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 6; ++j) {
+      float want = m[i * 10 + 2 + j];
+      EXPECT_EQ(o1[i * 6 + j], want);
+      EXPECT_EQ(o2[i * 6 + j], want);
+      EXPECT_EQ(o3[i * 6 + j], want);
+    }
+}
+
+TEST(ViewsTest, HostScalarBindingsAndParamResults) {
+  // A Python number arrives as an inline scalar binding; a parameter may be returned as is.
+  Builder b;
+  int x = b.Param(T(F, {2, 3}));
+  int s = b.Param(T(F, {}));
+  int k = b.Param(T(DType::kI64, {}));
+  b.Result(b.Binary(OpCode::kMultiply, x, b.BroadcastInDim(s, {2, 3}, {})));
+  b.Result(x);
+  b.Result(b.Binary(OpCode::kAdd, k, k));
+  std::vector<float> xv = {1, 2, 3, 4, 5, 6}, o1(6), o2(6);
+  std::vector<int64_t> o3(1);
+  float sv = -1.5f;
+  int64_t kv = int64_t{1} << 35;
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(xv, F, {2, 3}), Binding::Scalar(F, &sv), Binding::Scalar(DType::kI64, &kv)),
+                         Bindings(Bind(o1, F, {2, 3}), Bind(o2, F, {2, 3}), Bind(o3, DType::kI64, {})))
+                  .ok());
+  EXPECT_EQ(o1, (std::vector<float>{-1.5f, -3, -4.5f, -6, -7.5f, -9}));
+  EXPECT_EQ(o2, xv);
+  EXPECT_EQ(o3[0], int64_t{1} << 36);
+}
+
+TEST(ViewsTest, KernelResultIntoStridedBinding) {
+  Builder b;
+  int x = b.Param(T(F, {3, 4}));
+  b.Result(b.Reduce(x, b.Constant(0, F), {1}, ReduceKind::kAdd));
+  std::vector<float> xv(12), out(7, -1);
+  for (int k = 0; k < 12; ++k) xv[k] = static_cast<float>(k);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(xv, F, {3, 4})), Bindings(Bind(out, F, {3}, {3}))).ok());
+  EXPECT_EQ(out, (std::vector<float>{6, -1, -1, 22, -1, -1, 38}));
+}
+
+TEST(ViewsTest, LaunchChecksItsArguments) {
+  Builder b;
+  int x = b.Param(T(F, {2, 2}));
+  b.Result(b.Unary(OpCode::kNegate, x));
+  ExecutablePtr exe = CompileBuilder(b);
+  std::vector<float> a(4), o(4), wrong(6);
+  Status too_few = RunExe(exe, {}, Bindings(Bind(o, F, {2, 2})));
+  EXPECT_EQ(too_few.code(), Code::kInternal);
+  EXPECT_NE(too_few.message().find("wrong number of arguments"), std::string::npos);
+  Status bad_shape = RunExe(exe, Bindings(Bind(wrong, F, {3, 2})), Bindings(Bind(o, F, {2, 2})));
+  EXPECT_EQ(bad_shape.code(), Code::kInternal);
+  EXPECT_NE(bad_shape.message().find("argument 0 of host_test does not match its type"), std::string::npos)
+      << bad_shape.message();
+  Status bad_dtype = RunExe(exe, Bindings(Bind(a, DType::kI32, {2, 2})), Bindings(Bind(o, F, {2, 2})));
+  EXPECT_EQ(bad_dtype.code(), Code::kInternal);
+}
+
+TEST(ViewsTest, RunsOnTheDeviceQueue) {
+  // The path eager execution takes: a device's queue runs the launch on its executor.
+  Device& dev = GetBackend().device(0);
+  Builder b;
+  int x = b.Param(T(F, {16}));
+  b.Result(b.Binary(OpCode::kMultiply, x, b.ScalarLike(3, x)));
+  ExecutablePtr exe = CompileBuilder(b);
+  Buffer* in = dev.allocator().Allocate(64).value();
+  Buffer* out = dev.allocator().Allocate(64).value();
+  for (int i = 0; i < 16; ++i) static_cast<float*>(in->data())[i] = static_cast<float>(i);
+  auto launch = std::make_shared<Launch>(
+      Launch{exe, Bindings(Binding(in, View{in->data(), F, {16}, {1}})),
+             Bindings(Binding(out, View{out->data(), F, {16}, {1}}))});
+  Executor* ex = &dev.executor();
+  dev.queue().Enqueue([launch, ex] { return ex->Run(*launch); }, TaskContext{"test::mul", ""});
+  ASSERT_TRUE(dev.queue().Synchronize().ok());
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(static_cast<float*>(out->data())[i], 3.0f * i);
+  in->Release();
+  out->Release();
+}
+
+}  // namespace
+}  // namespace tpu::host::testing

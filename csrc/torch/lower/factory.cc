@@ -1,0 +1,129 @@
+// Factories that compute their values on the device: arange, linspace, eye. (full, zeros, ones
+// and scalar_tensor are composites of empty + fill_, which are native already.)
+#include <torch/library.h>
+
+#include <cmath>
+#include <limits>
+
+#include "torch/lower/elementwise_util.h"
+
+namespace tpu::torch_bridge {
+namespace {
+
+// PyTorch's CPU accumulation type for range factories: double for float/double, float for the
+// 16-bit floats, int64 for integers.
+at::ScalarType RangeAccType(at::ScalarType t) {
+  if (t == at::kHalf || t == at::kBFloat16) return at::kFloat;
+  if (at::isFloatingType(t)) return at::kDouble;
+  return at::kLong;
+}
+
+template <typename acc_t>
+int64_t ArangeSize(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step) {
+  acc_t xstart = start.to<acc_t>(), xend = end.to<acc_t>(), xstep = step.to<acc_t>();
+  TORCH_CHECK(xstep > 0 || xstep < 0, "step must be nonzero");
+  TORCH_CHECK(std::isfinite(static_cast<double>(xstart)) && std::isfinite(static_cast<double>(xend)),
+              "unsupported range: ", xstart, " -> ", xend);
+  TORCH_CHECK((xstep > 0 && xend >= xstart) || (xstep < 0 && xend <= xstart),
+              "upper bound and lower bound inconsistent with step sign");
+  double size_d;
+  if constexpr (std::is_same_v<acc_t, int64_t>) {
+    int64_t sgn = (xstep > 0) - (xstep < 0);
+    size_d = std::ceil(static_cast<double>((xend - xstart + xstep - sgn) / xstep));
+  } else {
+    size_d = std::ceil((end.to<double>() - start.to<double>()) / step.to<double>());
+  }
+  TORCH_CHECK(size_d >= 0 && size_d <= static_cast<double>(std::numeric_limits<int64_t>::max()),
+              "invalid size, possible overflow?");
+  return static_cast<int64_t>(size_d);
+}
+
+// out = start + step * i, computed in `acc` (start and step are runtime scalars).
+int AffineRange(Lowering& l, int64_t n, const at::Scalar& start, const at::Scalar& step, at::ScalarType acc) {
+  Builder& b = l.b();
+  int i = b.Convert(b.Iota(TensorType{DType::kI64, {n}}, 0), ToDType(acc));
+  int s = b.BroadcastTo(l.Scalar(step, acc), {n});
+  int a = b.BroadcastTo(l.Scalar(start, acc), {n});
+  return b.Binary(OpCode::kAdd, a, b.Binary(OpCode::kMultiply, s, i));
+}
+
+at::Tensor& arange_start_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
+  at::ScalarType t = out.scalar_type();
+  TORCH_CHECK(t != at::kBool, "\"arange_cpu\" not implemented for 'Bool'");
+  at::ScalarType acc = RangeAccType(t);
+  int64_t size = acc == at::kLong   ? ArangeSize<int64_t>(start, end, step)
+                 : acc == at::kFloat ? ArangeSize<float>(start, end, step)
+                                     : ArangeSize<double>(start, end, step);
+  if (out.numel() != size) {
+    if (out.numel() > 0) {
+      TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ", out.numel(),
+                 " which does not match the computed number of elements ", size,
+                 ". Note that this may occur as a result of rounding error. "
+                 "The out tensor will be resized to a tensor of shape (", size, ",).");
+    }
+    out.resize_({size});
+  }
+  if (size == 0) return out;
+  Lowering l("aten::arange");
+  l.Output(AffineRange(l, size, start, step, acc), out);
+  l.Run();
+  return out;
+}
+
+// As PyTorch's CPU kernel: the first half counts up from start, the second half down from end,
+// so both ends are exact.
+at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  at::ScalarType t = out.scalar_type();
+  TORCH_CHECK(t != at::kBool, "\"linspace_cpu\" not implemented for 'Bool'");
+  if (out.numel() != steps) out.resize_({steps});
+  if (steps == 0) return out;
+  // Integer results step in double; floats in their own precision (bfloat16/half in float).
+  at::ScalarType ct = at::isFloatingType(t) ? OpMath(t) : at::kDouble;
+  Lowering l("aten::linspace");
+  Builder& b = l.b();
+  if (steps == 1) {
+    l.Output(b.BroadcastTo(l.Scalar(start, ct), {1}), out);
+    l.Run();
+    return out;
+  }
+  // start/end are first rounded to the result type, as the CPU kernel does.
+  int s = b.BroadcastTo(b.ConvertIfNeeded(l.Scalar(start, t), ToDType(ct)), {steps});
+  int e = b.BroadcastTo(b.ConvertIfNeeded(l.Scalar(end, t), ToDType(ct)), {steps});
+  int step = b.Binary(OpCode::kDivide, b.Binary(OpCode::kSubtract, e, s), b.ScalarLike(steps - 1, s));
+  int i = b.Convert(b.Iota(TensorType{DType::kI64, {steps}}, 0), ToDType(ct));
+  int up = b.Binary(OpCode::kAdd, s, b.Binary(OpCode::kMultiply, step, i));
+  int from_end = b.Binary(OpCode::kSubtract, b.ScalarLike(steps - 1, i), i);
+  int down = b.Binary(OpCode::kSubtract, e, b.Binary(OpCode::kMultiply, step, from_end));
+  int first_half = b.Compare(CompareDirection::kLT, i, b.ScalarLike(steps / 2, i));
+  l.Output(b.Select(first_half, up, down), out);
+  l.Run();
+  return out;
+}
+
+at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
+  TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
+  out.resize_({n, m});
+  if (out.numel() == 0) return out;
+  Lowering l("aten::eye");
+  Builder& b = l.b();
+  TensorType type{DType::kI64, {n, m}};
+  int diag = b.Compare(CompareDirection::kEQ, b.Iota(type, 0), b.Iota(type, 1));
+  l.Output(diag, out);
+  l.Run();
+  return out;
+}
+
+at::Tensor& eye_out(int64_t n, at::Tensor& out) { return eye_m_out(n, n, out); }
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("arange.start_out", arange_start_out);
+  m.impl("linspace.out", linspace_out);
+  m.impl("eye.out", eye_out);
+  m.impl("eye.m_out", eye_m_out);
+}
+
+}  // namespace tpu::torch_bridge
