@@ -49,7 +49,14 @@ def compare_runs(make_model, batches, steps, **opt_kw):
     assert not fallbacks, f"ops fell back to the CPU: {fallbacks}"
     torch.testing.assert_close(torch.tensor(dev_losses), torch.tensor(cpu_losses), rtol=1e-4, atol=1e-5)
     for (name, p_cpu), p_dev in zip(cpu_model.named_parameters(), dev_model.parameters()):
-        torch.testing.assert_close(p_dev.detach().cpu(), p_cpu.detach(), rtol=1e-4, atol=1e-5, msg=name)
+        actual, expected = p_dev.detach().cpu(), p_cpu.detach()
+        if name.endswith("attn.qkv.bias"):
+            # The key third of the qkv bias has an exactly zero gradient (softmax is invariant to
+            # the q.b_k it adds to a whole row of scores): both runs see ~1e-10 of rounding noise
+            # there, which AdamW normalises into +-lr steps, so those values are not comparable.
+            c = expected.numel() // 3
+            actual, expected = torch.cat([actual[:c], actual[2 * c:]]), torch.cat([expected[:c], expected[2 * c:]])
+        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5, msg=name)
     assert cpu_losses[-1] < cpu_losses[0]  # it trained
     return dev_losses
 
