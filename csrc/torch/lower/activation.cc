@@ -274,9 +274,10 @@ struct Own {
 
 // log(x / (1 - x)), x first clamped to [eps, 1 - eps] when eps >= 0.
 at::Tensor Logit(const at::Tensor& self, std::optional<double> eps, OutArg out) {
-  CheckKernelDType(self.scalar_type() != at::kBool, "logit_tpu", self.scalar_type());
   double eps_v = eps.value_or(-1.0);
-  at::ScalarType st = self.scalar_type();
+  // Integer and bool inputs compute (and clamp to eps) in the float result dtype, as on CPU.
+  at::ScalarType st =
+      at::isFloatingType(self.scalar_type()) ? self.scalar_type() : c10::typeMetaToScalarType(at::get_default_dtype());
   return LowerElementwise("aten::logit", {self}, out, ResultKind::kFloat,
                           [&](Lowering& l, const V& v, DType) {
                             Expr e(l, v[0]);

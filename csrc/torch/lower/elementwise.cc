@@ -1,5 +1,6 @@
 // Elementwise arithmetic, comparisons, logical ops and where: ATen -> IR.
 // Every op has its functional, in-place and out= forms registered from one definition.
+#include <ATen/native/BinaryOps.h>
 #include <torch/library.h>
 
 #include <cstring>
@@ -181,8 +182,10 @@ at::Tensor AddSub(const char* op, bool sub, const at::Tensor& self, const at::Te
                 "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
                 "`logical_xor()` operator instead.");
   }
+  at::native::alpha_check(at::result_type(self, other), alpha);
   return LowerElementwise(op, {self, other}, out, ResultKind::kCommon, [&](Lowering& l, const V& v, DType t) {
-    if (t == DType::kBool) return l.b().Binary(OpCode::kOr, v[0], v[1]);
+    // bool: self || (alpha && other); alpha is a structural true/false here.
+    if (t == DType::kBool) return alpha.toBool() ? l.b().Binary(OpCode::kOr, v[0], v[1]) : v[0];
     int y = ScaleByAlpha(l, v[1], alpha, t);
     return l.b().Binary(sub ? OpCode::kSubtract : OpCode::kAdd, v[0], y);
   });

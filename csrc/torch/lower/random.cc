@@ -375,7 +375,9 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
 
 at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "Mask should be Bool Scalar Type", mask.scalar_type());
-  return LowerElementwise("aten::native_dropout_backward", {grad, mask}, Functional(), ResultKind::kCommon,
+  // grad * mask * scale with `scale` a Python float: an integer or bool grad gives the default
+  // float dtype, as ATen's composite does.
+  return LowerElementwise("aten::native_dropout_backward", {grad, mask}, Functional(), ResultKind::kFloat,
                           [&](Lowering& l, const std::vector<int>& v, DType t) {
                             Builder& b = l.b();
                             int kept = b.Binary(OpCode::kMultiply, v[0], v[1]);

@@ -1,0 +1,231 @@
+"""The whole OpInfo walk, written to docs/ops.md.
+
+    python -m tests.python.opinfo.report                 # all of op_db -> docs/ops.md
+    python -m tests.python.opinfo.report --ops add,mul   # a few ops, printed only
+
+The walk runs in a worker process that appends one JSON line per (op, dtype) to a results file.
+If an op kills the worker (a crash) or stops it making progress, the parent records that
+(op, dtype) as failing and restarts the worker after it, so one bad op cannot lose the report.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+
+STALL_SECONDS = 300  # no result line for this long: the worker is stuck
+STATUSES = ("native", "fallback", "fails", "skipped")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+# ---------------------------------------------------------------------------------------------
+# Worker
+
+
+def worker(args) -> None:
+    from . import walker
+
+    ops = walker.op_db() if not args.ops else walker.find_ops(args.ops.split(","))
+    dtypes = [d for d in walker.DTYPES if walker.DTYPE_NAMES[d] in args.dtypes.split(",")]
+    done = set()
+    if os.path.exists(args.jsonl):
+        with open(args.jsonl) as f:
+            for line in f:
+                r = json.loads(line)
+                if "status" in r:
+                    done.add((r["op"], r["dtype"]))
+    with open(args.jsonl, "a") as f:
+        def write(rec):
+            f.write(json.dumps(rec) + "\n")
+            f.flush()
+
+        for op in ops:
+            for dtype in dtypes:
+                key = (walker.op_id(op), walker.DTYPE_NAMES[dtype])
+                if key in done:
+                    continue
+                write({"begin": key[0], "dtype": key[1]})
+                try:
+                    res = walker.check_op(op, dtype)
+                except Exception as e:  # a harness bug: say so rather than lose the op
+                    res = walker.Result(key[0], key[1], status="fails", error=f"harness: {e!r}")
+                write(dataclasses.asdict(res))
+
+
+# ---------------------------------------------------------------------------------------------
+# Parent: run the worker to completion, restarting it after a crash or a stall
+
+
+def _read(jsonl):
+    results, pending = {}, None
+    if os.path.exists(jsonl):
+        with open(jsonl) as f:
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut by a crash
+                if "begin" in r:
+                    pending = (r["begin"], r["dtype"])
+                else:
+                    results[(r["op"], r["dtype"])] = r
+                    pending = None
+    return results, pending
+
+
+def run_walk(args) -> dict:
+    cmd = [sys.executable, "-m", "tests.python.opinfo.report", "--worker", "--jsonl", args.jsonl,
+           "--dtypes", args.dtypes] + (["--ops", args.ops] if args.ops else [])
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    while True:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
+        last_size, last_change = -1, time.time()
+        while proc.poll() is None:
+            time.sleep(2)
+            size = os.path.getsize(args.jsonl) if os.path.exists(args.jsonl) else 0
+            if size != last_size:
+                last_size, last_change = size, time.time()
+            elif time.time() - last_change > STALL_SECONDS:
+                proc.kill()
+                proc.wait()
+                break
+        results, pending = _read(args.jsonl)
+        if proc.returncode == 0 and pending is None:
+            return results
+        if pending is None:
+            raise SystemExit(f"the walk's worker failed before starting an op (exit {proc.returncode})")
+        why = "stopped making progress" if proc.returncode in (-9, None) else f"killed the process (exit {proc.returncode})"
+        print(f"[opinfo] {pending[0]} {pending[1]} {why}; restarting after it", flush=True)
+        with open(args.jsonl, "a") as f:
+            f.write(json.dumps({"op": pending[0], "dtype": pending[1], "status": "fails",
+                                "grad": "n/a", "error": f"the op {why}"}) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/ops.md
+
+
+def _cell(r) -> str:
+    if r is None:
+        return "—"
+    s = r["status"]
+    if s == "skipped" and r.get("error") == "no CPU kernel for this dtype":
+        return "—"
+    if s in ("native", "fallback") and not r.get("values_checked", True):
+        return s + "†"
+    return s
+
+
+def _note(rs) -> str:
+    notes = []
+    fb = sorted({o for r in rs for o in r.get("fallback_ops", []) + r.get("grad_fallback_ops", [])})
+    if fb:
+        notes.append("CPU fallback: " + ", ".join(f"`{o}`" for o in fb[:6]) + (" …" if len(fb) > 6 else ""))
+    for r in rs:
+        if r["status"] == "fails":
+            notes.append(f"{r['dtype']}: {_md(r['error'])}")
+        if r.get("grad") == "fails":
+            notes.append(f"grad: {_md(r['grad_error'])}")
+    return "<br>".join(notes)
+
+
+def _md(text, limit=220) -> str:
+    text = text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def totals(results, dtypes):
+    t = {d: collections.Counter() for d in dtypes}
+    for (op, d), r in results.items():
+        if d in t and _cell(r) != "—":
+            t[d][r["status"]] += 1
+            if r["status"] in ("native", "fallback") and not r.get("values_checked", True):
+                t[d]["unverified"] += 1
+    g = collections.Counter(r.get("grad", "n/a") for (op, d), r in results.items() if d == "float32")
+    return t, g
+
+
+def write_markdown(results, dtypes, path, seconds) -> None:
+    import torch
+
+    ops = sorted({op for op, _ in results})
+    t, g = totals(results, dtypes)
+    out = ["# Operator coverage: PyTorch's OpInfo database on the tpu device", "",
+           "Generated by `python -m tests.python.opinfo.report` (torch " + torch.__version__ + f", "
+           f"{len(ops)} OpInfo entries, {seconds / 60:.0f} min). Every sample input of "
+           "`torch.testing._internal.common_methods_invocations.op_db` is run on CPU and on the "
+           "device in strict mode, and the results compared (values, dtypes, shapes, aliasing, "
+           "contiguity, inputs after the call; gradients in float32). See "
+           "tests/python/opinfo/walker.py for the rules and policy.py for tolerances.", "",
+           "- **native**: every sample matches CPU, no CPU fallback",
+           "- **fallback**: every sample matches CPU, but some op ran through the CPU fallback",
+           "- **fails**: a sample mismatches CPU, or raises on the device where CPU does not",
+           "- **skipped**: CPU itself fails on every sample; **—**: no CPU kernel for the dtype",
+           "- **†**: random values (a generator, or uninitialized memory): dtypes and shapes only",
+           "", "## Totals", "",
+           "| dtype | native | fallback | fails | skipped | of which † |", "|---|---|---|---|---|---|"]
+    for d in dtypes:
+        c = t[d]
+        out.append(f"| {d} | {c['native']} | {c['fallback']} | {c['fails']} | {c['skipped']} | {c['unverified']} |")
+    out.append(f"| float32 gradients | {g['native']} | {g['fallback']} | {g['fails']} | {g['skipped']} | |")
+    out += ["", "## Per op", "",
+            "| op | " + " | ".join(dtypes) + " | grad float32 | notes |",
+            "|---|" + "---|" * len(dtypes) + "---|---|"]
+    for op in ops:
+        rs = [results.get((op, d)) for d in dtypes]
+        f32 = results.get((op, "float32"))
+        grad = f32.get("grad", "n/a") if f32 else "n/a"
+        out.append(f"| `{op}` | " + " | ".join(_cell(r) for r in rs) + f" | {grad} | "
+                   + _note([r for r in rs if r]) + " |")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def print_totals(results, dtypes) -> None:
+    t, g = totals(results, dtypes)
+    for d in dtypes:
+        c = t[d]
+        print(f"{d:>9}: " + "  ".join(f"{s} {c[s]}" for s in STATUSES) + f"  (random, unverified: {c['unverified']})")
+    print(f"float32 gradients: " + "  ".join(f"{s} {g[s]}" for s in STATUSES))
+    fails = sorted((op, d) for (op, d), r in results.items() if r["status"] == "fails")
+    if fails:
+        print(f"{len(fails)} failing (op, dtype):")
+        for op, d in fails:
+            print(f"  {op} {d}: {results[(op, d)]['error'][:200]}")
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ops", help="comma-separated op ids (default: all of op_db)")
+    p.add_argument("--dtypes", default="float32,bfloat16,int64,bool")
+    p.add_argument("--jsonl", default="/tmp/opinfo_results.jsonl", help="results file (resumed if present)")
+    p.add_argument("--fresh", action="store_true", help="start over instead of resuming --jsonl")
+    p.add_argument("--out", help="markdown file (default: docs/ops.md for a full walk)")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        worker(args)
+        return
+    if args.fresh and os.path.exists(args.jsonl):
+        os.remove(args.jsonl)
+    start = time.time()
+    results = run_walk(args)
+    dtypes = args.dtypes.split(",")
+    if args.ops:
+        wanted = set(args.ops.split(","))
+        results = {k: v for k, v in results.items() if k[0] in wanted}
+    print_totals(results, dtypes)
+    out = args.out or (None if args.ops else os.path.join(ROOT, "docs", "ops.md"))
+    if out:
+        write_markdown(results, dtypes, out, time.time() - start)
+        print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""OpInfo conformance, fast subset: ~60 ops that real models run most, float32, forward and
+gradients against CPU (tests/python/opinfo/walker.py). The whole database, every dtype, is
+`python -m tests.python.opinfo.report` (docs/ops.md)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from . import walker
+from .compare import Mismatch
+
+# What transformers, CNN heads and training loops run most (conv/pool/batch norm are elsewhere).
+SUBSET = [
+    # elementwise arithmetic and math
+    "add", "sub", "mul", "div.no_rounding_mode", "pow", "neg", "abs", "exp", "log", "sqrt", "rsqrt",
+    "tanh", "sigmoid", "erf", "clamp", "where", "maximum", "minimum", "lerp", "addcmul", "addcdiv",
+    "eq", "lt", "masked_fill", "nan_to_num",
+    # reductions
+    "sum", "mean", "amax", "argmax", "max.reduction_with_dim", "var", "std", "logsumexp", "cumsum",
+    "norm",
+    # linear algebra
+    "mm", "bmm", "addmm", "baddbmm", "matmul", "nn.functional.linear",
+    # activations, normalization, attention, losses
+    "softmax", "log_softmax", "nn.functional.relu", "nn.functional.gelu", "nn.functional.silu",
+    "nn.functional.layer_norm", "nn.functional.rms_norm", "nn.functional.scaled_dot_product_attention",
+    "nn.functional.cross_entropy", "nn.functional.nll_loss", "nn.functional.mse_loss",
+    "nn.functional.embedding", "nn.functional.dropout",
+    # shapes, views and indexing
+    "view", "reshape", "permute", "transpose", "expand", "cat", "stack", "split", "narrow",
+    "squeeze", "unsqueeze", "index_select", "gather", "scatter_add", "index_put", "triu", "topk",
+    "sort", "arange", "full_like", "flip",
+]
+
+
+@pytest.fixture(scope="module")
+def ops():
+    return dict(zip(SUBSET, walker.find_ops(SUBSET)))
+
+
+@pytest.mark.parametrize("name", SUBSET)
+def test_float32_matches_cpu(ops, name):
+    res = walker.check_op(ops[name], torch.float32)
+    assert res.status in ("native", "fallback"), f"{name}: {res.status}: {res.error}"
+    assert res.samples > 0
+    assert res.grad != "fails", f"{name} gradients: {res.grad_error}"
+
+
+# The harness itself must be able to fail: an op whose device result differs from CPU's in
+# value, dtype, aliasing or contiguity is reported as failing, never as a pass.
+class _FakeOp:
+    """Stands in for an OpInfo: `fn` runs on both devices, `cpu_fn` on CPU only if given."""
+
+    def __init__(self, fn, name="fake"):
+        self.fn, self.name, self.variant_test_name = fn, name, ""
+        self.supports_autograd, self.has_nondeterministic_output = True, False
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def supported_dtypes(self, device):
+        return {torch.float32}
+
+    def supported_backward_dtypes(self, device):
+        return {torch.float32}
+
+    def sample_inputs(self, device, dtype, requires_grad=False):
+        from torch.testing._internal.opinfo.core import SampleInput
+
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(4, 5, generator=g, dtype=dtype).requires_grad_(requires_grad)
+        return [SampleInput(x)]
+
+
+def _on_tpu(t):
+    return t.device.type == "tpu"
+
+
+@pytest.mark.parametrize("fn, why", [
+    (lambda x: x * (1.001 if _on_tpu(x) else 1.0), "Tensor-likes are not close"),
+    (lambda x: x.double() if _on_tpu(x) else x * 1, "dtype"),
+    (lambda x: x.t().clone() if _on_tpu(x) else x.t(), "view of input"),
+    (lambda x: x.t() if _on_tpu(x) else x.t().clone(), "view of input"),
+    (lambda x: torch.empty_strided(x.shape, (1, 4), device=x.device).copy_(x) if _on_tpu(x) else x * 1,
+     "not contiguous"),
+    (lambda x: (x.exp(), x.detach().zero_())[0] if _on_tpu(x) else x.exp(), "inputs after the call"),
+    (lambda x: x[:2] if _on_tpu(x) else x[:3], "shape"),
+])
+def test_harness_reports_mismatches(fn, why):
+    res = walker.check_op(_FakeOp(fn), torch.float32, grad=False)
+    assert res.status == "fails" and why in res.error, res
+
+
+def test_harness_reports_wrong_gradients():
+    class Scaled(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * (3 if _on_tpu(g) else 2)
+
+    res = walker.check_op(_FakeOp(Scaled.apply), torch.float32)
+    assert res.status == "native" and res.grad == "fails" and "grad" in res.grad_error, res
+
+
+_LIB = torch.library.Library("opinfo_test", "DEF")
+_LIB.define("twice(Tensor x) -> Tensor")
+_LIB.impl("twice", lambda x: x * 2, "CPU")  # no tpu kernel: the device reaches it by the fallback
+
+
+def test_harness_counts_fallbacks():
+    res = walker.check_op(_FakeOp(torch.ops.opinfo_test.twice), torch.float32, grad=False)
+    assert res.status == "fallback" and res.fallback_ops == ["opinfo_test::twice"], res
+
+
+def test_mismatch_is_assertion_error():
+    assert issubclass(Mismatch, AssertionError)
