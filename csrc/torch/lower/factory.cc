@@ -1,5 +1,7 @@
 // Factories that compute their values on the device: arange, linspace, eye. (full, zeros, ones
 // and scalar_tensor are composites of empty + fill_, which are native already.)
+#include <ATen/Dispatch.h>
+#include <ATen/native/RangeUtils.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -18,24 +20,13 @@ at::ScalarType RangeAccType(at::ScalarType t) {
   return at::kLong;
 }
 
-template <typename acc_t>
-int64_t ArangeSize(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step) {
-  acc_t xstart = start.to<acc_t>(), xend = end.to<acc_t>(), xstep = step.to<acc_t>();
-  TORCH_CHECK(xstep > 0 || xstep < 0, "step must be nonzero");
-  TORCH_CHECK(std::isfinite(static_cast<double>(xstart)) && std::isfinite(static_cast<double>(xend)),
-              "unsupported range: ", xstart, " -> ", xend);
-  TORCH_CHECK((xstep > 0 && xend >= xstart) || (xstep < 0 && xend <= xstart),
-              "upper bound and lower bound inconsistent with step sign");
-  double size_d;
-  if constexpr (std::is_same_v<acc_t, int64_t>) {
-    int64_t sgn = (xstep > 0) - (xstep < 0);
-    size_d = std::ceil(static_cast<double>((xend - xstart + xstep - sgn) / xstep));
-  } else {
-    size_d = std::ceil((end.to<double>() - start.to<double>()) / step.to<double>());
-  }
-  TORCH_CHECK(size_d >= 0 && size_d <= static_cast<double>(std::numeric_limits<int64_t>::max()),
-              "invalid size, possible overflow?");
-  return static_cast<int64_t>(size_d);
+// ATen's own size rule and checks: the bounds in double, then (for int64) the step as int64,
+// which raises ValueError when a fractional step truncates to 0.
+int64_t ArangeSize(at::ScalarType t, const at::Scalar& start, const at::Scalar& end, const at::Scalar& step) {
+  int64_t size = 0;
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, t, "arange_cpu",
+                             [&] { size = at::native::compute_arange_size<scalar_t>(start, end, step); });
+  return size;
 }
 
 // out = start + step * i, computed in `acc` (start and step are runtime scalars).
@@ -51,9 +42,7 @@ at::Tensor& arange_start_out(const at::Scalar& start, const at::Scalar& end, con
   at::ScalarType t = out.scalar_type();
   TORCH_CHECK(t != at::kBool, "\"arange_cpu\" not implemented for 'Bool'");
   at::ScalarType acc = RangeAccType(t);
-  int64_t size = acc == at::kLong   ? ArangeSize<int64_t>(start, end, step)
-                 : acc == at::kFloat ? ArangeSize<float>(start, end, step)
-                                     : ArangeSize<double>(start, end, step);
+  int64_t size = ArangeSize(t, start, end, step);
   if (out.numel() != size) {
     if (out.numel() > 0) {
       TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ", out.numel(),

@@ -4,6 +4,7 @@
 // An out-of-range index is a data-dependent error: every gather/scatter here is built `checked`
 // and records the user's source line, so strict mode raises at the next sync point and debug
 // mode at the op itself, naming both ("index 10 is out of bounds for dimension 0 with size 5").
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/IndexingUtils.h>
 #include <ATen/ops/gather_meta.h>
 #include <ATen/ops/scatter_add_meta.h>
@@ -88,6 +89,10 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
   return IndexSelectInto(self, dim, index, out);
 }
 at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
+  // ATen's checks: out must not write one element twice nor overlap the inputs.
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, index);
   return IndexSelectInto(self, dim, index, out);
 }
 

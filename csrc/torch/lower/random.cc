@@ -6,6 +6,7 @@
 // manual_seed and get/set_rng_state replay them exactly. Values differ from the CPU generator's,
 // as CUDA's do. Argument checks come from ATen's own DistributionTemplates (PyTorch's messages);
 // the values are built in IR from the Philox bits.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/DistributionTemplates.h>
 #include <torch/library.h>
 
@@ -263,13 +264,17 @@ at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> t
 at::Tensor& random_to(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
   return random_from_to_impl<RandomFromToKernel, TpuGenerator>(self, 0, to, gen);
 }
+// The result must not write one element twice (an expanded tensor), as ATen's kernels check.
 at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> gen) {
+  at::assert_no_internal_overlap(self);
   return bernoulli_impl_<BernoulliTensorKernel, TpuGenerator>(self, p, gen);
 }
 at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Generator> gen) {
+  at::assert_no_internal_overlap(self);
   return bernoulli_impl_<BernoulliScalarKernel, TpuGenerator>(self, p, gen);
 }
 at::Tensor& bernoulli_out(const at::Tensor& self, std::optional<at::Generator> gen, at::Tensor& out) {
+  at::assert_no_internal_overlap(out);
   return bernoulli_out_impl<BernoulliTensorKernel, TpuGenerator>(out, self, gen);
 }
 

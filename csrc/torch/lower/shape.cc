@@ -112,7 +112,8 @@ at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef 
   Dims sizes = ToDims(self.sizes());
   if (flat) x = b.Reshape(x, {self.numel()});
   for (size_t i = 0; i < shifts.size(); ++i) {
-    int64_t d = flat ? 0 : at::maybe_wrap_dim(dims[i], self.dim());
+    // A 0-dim tensor has no dim 0 to roll along (ATen raises, as self.size(0) would).
+    int64_t d = flat ? 0 : at::maybe_wrap_dim(dims[i], self.dim(), /*wrap_scalar=*/false);
     int64_t n = b.TypeOf(x).dims[d];
     int64_t start = ((-shifts[i]) % n + n) % n;  // out[j] = x[(j + start) mod n]
     if (start == 0 && n > 1) continue;

@@ -62,7 +62,6 @@ JUDGE_GRAD: dict[str, str] = {
 BF16 = {torch.bfloat16}
 JUDGE: dict[str, tuple[set, str, str]] = {
     # CPU rounds intermediates to bfloat16 where we compute in float32 and round once.
-    "addbmm": (BF16, "accurate", "CPU adds the batch products into a bfloat16 result one by one"),
     "addr": (BF16, "bilinear", "CPU's kernel and the decomposition we run (outer, mul, add) round "
                                "each step to bfloat16, in different orders"),
     "_unsafe_masked_index_put_accumulate": (BF16, "accurate", "CPU accumulates duplicates in bfloat16"),
@@ -81,10 +80,14 @@ JUDGE: dict[str, tuple[set, str, str]] = {
     # A different algorithm: CPU runs flash attention (blockwise online softmax), we the math form.
     "nn.functional.scaled_dot_product_attention": ({torch.float32, torch.bfloat16}, "accurate",
                                                    "CPU's flash kernel sums in another order"),
-    # Sums of products whose cancellation makes errors relative to sum|terms|, not to the result.
-    "matmul": ({torch.float32}, "bilinear", "dot products: rounding scales with sum |a*b|"),
-    "__rmatmul__": ({torch.float32}, "bilinear", "dot products: rounding scales with sum |a*b|"),
 }
+# Sums of products: another summation order (blocking, threads, oneDNN) rounds differently, and
+# under cancellation the difference scales with sum |a*b|, not with the result.
+JUDGE.update({name: ({torch.float32, torch.bfloat16}, "bilinear", "dot products: rounding scales with sum |a*b|")
+              for name in ("mm", "bmm", "addmm", "addmm.decomposed", "baddbmm", "addbmm", "addmv", "mv",
+                           "dot", "vdot", "inner", "matmul", "__rmatmul__", "einsum", "tensordot",
+                           "nn.functional.linear", "nn.functional.bilinear", "linalg.multi_dot",
+                           "linalg.vecdot", "outer", "kron")})
 
 # (op id, dtype) whose values PyTorch itself computes differently per device: dtypes and shapes
 # only. -> reason.

@@ -132,7 +132,16 @@ def _note(rs) -> str:
             notes.append(f"{r['dtype']}: {_md(r['error'])}")
         if r.get("grad") == "fails":
             notes.append(f"grad: {_md(r['grad_error'])}")
+        for p in r.get("error_problems", [])[:2]:
+            notes.append(f"errors: {_md(p)}")
     return "<br>".join(notes)
+
+
+def _errors_cell(r) -> str:
+    if not r or not r.get("error_inputs"):
+        return "—"
+    bad = len(r.get("error_problems", []))
+    return f"{r['error_inputs']} ok" if not bad else f"{bad} of {r['error_inputs']} differ"
 
 
 def _md(text, limit=220) -> str:
@@ -148,6 +157,9 @@ def totals(results, dtypes):
             if r["status"] in ("native", "fallback") and not r.get("values_checked", True):
                 t[d]["unverified"] += 1
     g = collections.Counter(r.get("grad", "n/a") for (op, d), r in results.items() if d == "float32")
+    f32 = [r for (op, d), r in results.items() if d == "float32"]
+    g["error_inputs"] = sum(r.get("error_inputs", 0) for r in f32)
+    g["error_problems"] = sum(len(r.get("error_problems", [])) for r in f32)
     return t, g
 
 
@@ -161,8 +173,12 @@ def write_markdown(results, dtypes, path, seconds) -> None:
            f"{len(ops)} OpInfo entries, {seconds / 60:.0f} min). Every sample input of "
            "`torch.testing._internal.common_methods_invocations.op_db` is run on CPU and on the "
            "device in strict mode, and the results compared (values, dtypes, shapes, aliasing, "
-           "contiguity, inputs after the call; gradients in float32). See "
-           "tests/python/opinfo/walker.py for the rules and policy.py for tolerances.", "",
+           "contiguity, inputs after the call; gradients in float32), for the function variant "
+           "and again with the samples made non-contiguous and through the in-place variant. "
+           "Tolerances are torch.testing's defaults (float32 rtol 1.3e-6/atol 1e-5, bfloat16 "
+           "rtol 1.6e-2/atol 1e-5, exact otherwise); the few exceptions, each with its reason, are "
+           "in tests/python/opinfo/policy.py (a mismatch there gets a second opinion from the op "
+           "computed in float64: the device must be at least about as accurate as CPU).", "",
            "- **native**: every sample matches CPU, no CPU fallback",
            "- **fallback**: every sample matches CPU, but some op ran through the CPU fallback",
            "- **fails**: a sample mismatches CPU, or raises on the device where CPU does not",
@@ -174,14 +190,17 @@ def write_markdown(results, dtypes, path, seconds) -> None:
         c = t[d]
         out.append(f"| {d} | {c['native']} | {c['fallback']} | {c['fails']} | {c['skipped']} | {c['unverified']} |")
     out.append(f"| float32 gradients | {g['native']} | {g['fallback']} | {g['fails']} | {g['skipped']} | |")
+    out += ["", f"OpInfo error inputs (bad arguments CPU rejects): {g['error_inputs']} checked, "
+            f"{g['error_inputs'] - g['error_problems']} raise the same exception type and message on the "
+            f"device, {g['error_problems']} differ (see the notes)."]
     out += ["", "## Per op", "",
-            "| op | " + " | ".join(dtypes) + " | grad float32 | notes |",
-            "|---|" + "---|" * len(dtypes) + "---|---|"]
+            "| op | " + " | ".join(dtypes) + " | grad float32 | error inputs | notes |",
+            "|---|" + "---|" * len(dtypes) + "---|---|---|"]
     for op in ops:
         rs = [results.get((op, d)) for d in dtypes]
         f32 = results.get((op, "float32"))
         grad = f32.get("grad", "n/a") if f32 else "n/a"
-        out.append(f"| `{op}` | " + " | ".join(_cell(r) for r in rs) + f" | {grad} | "
+        out.append(f"| `{op}` | " + " | ".join(_cell(r) for r in rs) + f" | {grad} | {_errors_cell(f32)} | "
                    + _note([r for r in rs if r]) + " |")
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
@@ -192,7 +211,8 @@ def print_totals(results, dtypes) -> None:
     for d in dtypes:
         c = t[d]
         print(f"{d:>9}: " + "  ".join(f"{s} {c[s]}" for s in STATUSES) + f"  (random, unverified: {c['unverified']})")
-    print(f"float32 gradients: " + "  ".join(f"{s} {g[s]}" for s in STATUSES))
+    print("float32 gradients: " + "  ".join(f"{s} {g[s]}" for s in STATUSES))
+    print(f"error inputs: {g['error_inputs']} checked, {g['error_problems']} differ")
     fails = sorted((op, d) for (op, d), r in results.items() if r["status"] == "fails")
     if fails:
         print(f"{len(fails)} failing (op, dtype):")

@@ -71,6 +71,8 @@ class Result:
     grad_fallback_ops: list = dataclasses.field(default_factory=list)  # of the backward calls
     error: str = ""  # the first failure: which sample, and why
     grad_error: str = ""
+    error_inputs: int = 0  # OpInfo error inputs that CPU rejects as declared (float32 row only)
+    error_problems: list = dataclasses.field(default_factory=list)  # how the device differs
     seconds: float = 0.0
 
 
@@ -82,33 +84,54 @@ def _is_cpu_device(d) -> bool:
     return (isinstance(d, str) and d.split(":")[0] == "cpu") or (isinstance(d, torch.device) and d.type == "cpu")
 
 
-def to_device(x, key=None):
-    """A copy of a sample argument on the device: leaves keep requires_grad; `device="cpu"` (a
-    factory's argument) becomes the tpu device."""
+def to_device(x):
+    """A copy of a sample (argument) on the device: leaves keep requires_grad; strides, storage
+    offsets and aliasing between its tensors are kept (an out= that overlaps an input must still
+    overlap it); `device="cpu"` (a factory's argument) becomes the tpu device."""
+    counts: dict = {}
+    for t in tensors_of(x):
+        if t.layout == torch.strided:
+            counts[_storage_key(t)] = counts.get(_storage_key(t), 0) + 1
+    shared = {k for k, n in counts.items() if n > 1}
+    return _move(x, None, shared, {})
+
+
+def _storage_key(t):
+    return t.untyped_storage().data_ptr(), t.dtype
+
+
+def _move(x, key, shared, storages):
     if isinstance(x, torch.Tensor):
         with torch.no_grad():
-            t = _same_strides(x.detach())
+            t = _move_tensor(x.detach(), shared, storages)
         return t.requires_grad_(x.requires_grad) if x.requires_grad else t
     if key == "device" and _is_cpu_device(x):
         return torch.device(DEVICE) if isinstance(x, torch.device) else DEVICE
     if isinstance(x, torch.device) and x.type == "cpu":
         return torch.device(DEVICE)
     if isinstance(x, list):
-        return [to_device(v) for v in x]
+        return [_move(v, None, shared, storages) for v in x]
     if isinstance(x, tuple):
-        return tuple(to_device(v) for v in x)
+        return tuple(_move(v, None, shared, storages) for v in x)
     if isinstance(x, dict):
-        return {k: to_device(v, k) for k, v in x.items()}
+        return {k: _move(v, k, shared, storages) for k, v in x.items()}
     return x
 
 
-def _same_strides(x):
-    """x on the device with x's strides and storage offset (.to() would make a non-dense tensor
-    contiguous and drop the offset, and then views and copies could not be compared)."""
-    if x.layout != torch.strided or x.is_contiguous() and x.storage_offset() == 0:
+def _move_tensor(x, shared, storages):
+    """x with its strides and storage offset, as a view of its whole storage moved once (.to()
+    would make a non-dense tensor contiguous, drop the offset and separate aliases)."""
+    if x.device.type != "cpu":
+        return x  # a meta tensor (error inputs about devices) stays as it is
+    if x.layout != torch.strided:
         return x.to(DEVICE)
-    storage = x.new_empty(0).set_(x.untyped_storage(), 0, (x.untyped_storage().nbytes() // x.element_size(),))
-    return storage.to(DEVICE).as_strided(x.shape, x.stride(), x.storage_offset())
+    key = _storage_key(x)
+    if key not in shared and x.is_contiguous() and x.storage_offset() == 0:
+        return x.to(DEVICE)
+    if key not in storages:
+        n = x.untyped_storage().nbytes() // x.element_size()
+        storages[key] = x.new_empty(0).set_(x.untyped_storage(), 0, (n,)).to(DEVICE)
+    return storages[key].as_strided(x.shape, x.stride(), x.storage_offset())
 
 
 def _numel(sample) -> int:
@@ -155,10 +178,12 @@ def _cotangents(outs, seed):
     return [torch.randn(t.shape, generator=g, dtype=t.dtype) for t in outs]
 
 
-def run_sample(op, sample, tol, judge_how, values, with_grad, seed, grad_fallbacks):
+def run_sample(op, sample, tol, judge_how, values, with_grad, seed, grad_fallbacks, fn=None):
     """Returns (values compared, gradients compared, gradient error). Raises _CpuFailed if CPU
     fails, Mismatch (or the device's exception) if the device does. The device copies are made
-    before CPU runs (the op may mutate its inputs). Backward fallbacks go to `grad_fallbacks`."""
+    before CPU runs (the op may mutate its inputs). Backward fallbacks go to `grad_fallbacks`.
+    `fn` is what runs (a variant of the op; default the op itself)."""
+    fn = fn or op
     if op.name in policy.CPU_TENSOR_ARGS:
         dev = [to_device(sample.input), sample.args, sample.kwargs]
     else:
@@ -169,7 +194,7 @@ def run_sample(op, sample, tol, judge_how, values, with_grad, seed, grad_fallbac
     cpu_leaves = [t for t in cpu_inputs if t.requires_grad]
     dev_leaves = [t for t in dev_inputs if t.requires_grad]
     try:
-        expected = op(sample.input, *sample.args, **sample.kwargs)
+        expected = fn(sample.input, *sample.args, **sample.kwargs)
         if with_grad:
             targets = _grad_targets(expected, sample)
             cots = _cotangents(targets, seed)
@@ -178,7 +203,7 @@ def run_sample(op, sample, tol, judge_how, values, with_grad, seed, grad_fallbac
     except Exception as e:
         raise _CpuFailed(e) from None
 
-    actual = op(dev[0], *dev[1], **dev[2])
+    actual = fn(dev[0], *dev[1], **dev[2])
     actual_cpu = _to_cpu(actual)  # a sync point: errors queued by the op are raised here
     try:
         compare(actual_cpu, expected, tol, values=values)
@@ -190,7 +215,12 @@ def run_sample(op, sample, tol, judge_how, values, with_grad, seed, grad_fallbac
             raise Mismatch(f"{e} [{judge_how}: {why}]") from None
     if values:
         check_layout(actual, expected, dev_inputs, cpu_inputs)
-        compare(_to_cpu(dev_inputs), cpu_inputs, tol, path="inputs after the call")
+        # Inputs the result aliases (an in-place op's self) were compared as the result.
+        out_storages = {t.untyped_storage().data_ptr() for t in tensors_of(expected) if t.layout == torch.strided}
+        kept = [i for i, t in enumerate(cpu_inputs)
+                if t.layout != torch.strided or t.untyped_storage().data_ptr() not in out_storages]
+        compare(_to_cpu([dev_inputs[i] for i in kept]), [cpu_inputs[i] for i in kept], tol,
+                path="inputs after the call")
     if not with_grad or cpu_grads is None:
         return values, False, ""
     before = torch_tpu.metrics.fallback_ops()
@@ -260,8 +290,43 @@ def wants_grad(op, dtype) -> bool:
             and not policy.is_random(op))
 
 
-def check_op(op, dtype, max_samples=None, grad=True) -> Result:
+VARIANT_DTYPES = DTYPES  # dtypes whose samples also run non-contiguous and in place
+
+
+def _detached(x):
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_detached(v) for v in x) if not hasattr(x, "_fields") else [_detached(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _detached(v) for k, v in x.items()}
+    return x
+
+
+def variants(op, samples):
+    """(name, callable, samples) for the passes over one dtype's samples: the function variant
+    (with gradients); the same samples made non-contiguous (strided views on both sides); and
+    the in-place variant (on copies: it mutates its input)."""
+    from torch.testing._internal.opinfo.core import SampleInput
+
+    def plain(s):
+        return SampleInput(_detached(s.input), args=_detached(s.args), kwargs=_detached(s.kwargs),
+                           output_process_fn_grad=s.output_process_fn_grad)
+
+    yield "", op, samples
+    strided = [s for s in samples
+               if all(t.layout == torch.strided for t in tensors_of([s.input, s.args, s.kwargs]))]
+    yield "non-contiguous", op, [plain(s).noncontiguous() for s in strided]
+    inplace = op.get_inplace() if hasattr(op, "get_inplace") else None
+    if inplace is not None:
+        yield "in-place", inplace, [plain(s) for s in samples if isinstance(s.input, torch.Tensor)]
+
+
+def check_op(op, dtype, max_samples=None, grad=True, with_variants=True, errors_too=None) -> Result:
+    """Compares `op` on CPU and the device for one dtype. with_variants: also the non-contiguous
+    and in-place passes; errors_too (default: for float32): also OpInfo's error inputs."""
     name = op_id(op)
+    errors_too = dtype == torch.float32 if errors_too is None else errors_too
     res = Result(name, DTYPE_NAMES[dtype])
     if dtype not in op.supported_dtypes("cpu"):
         res.error = "no CPU kernel for this dtype"
@@ -283,35 +348,42 @@ def check_op(op, dtype, max_samples=None, grad=True) -> Result:
             res.error = f"sample_inputs failed on CPU: {_error_text(e)}"
             res.seconds = time.time() - start
             return res
-        for i, sample in enumerate(samples):
-            if max_samples is not None and res.samples >= max_samples:
-                break
-            if _numel(sample) > MAX_SAMPLE_ELEMENTS:
-                res.skipped_samples += 1
-                continue
-            before = torch_tpu.metrics.fallback_ops()
-            sample_grad_fallbacks: dict[str, int] = {}
-            try:
-                checked_values, checked, gerr = run_sample(op, sample, tol, judge_how, values, with_grad, i,
-                                                           sample_grad_fallbacks)
-            except _CpuFailed:
-                res.skipped_samples += 1
-                continue
-            except Exception as e:
-                _drain()
-                res.samples += 1
-                if not res.error:
-                    res.error = f"sample {i} ({_describe(sample)}): {_error_text(e)}"
-                continue
-            finally:
-                _merge_fallbacks(fallbacks, before, exclude=sample_grad_fallbacks)
-                for k, v in sample_grad_fallbacks.items():
-                    grad_fallbacks[k] = grad_fallbacks.get(k, 0) + v
-            res.samples += 1
-            res.unverified_samples += not checked_values
-            grad_checked += checked
-            if gerr and not res.grad_error:
-                res.grad_error = f"sample {i} ({_describe(sample)}): {gerr}"
+        small = [s for s in samples if _numel(s) <= MAX_SAMPLE_ELEMENTS]
+        res.skipped_samples = len(samples) - len(small)
+        samples = small
+        if max_samples is not None:
+            samples = samples[:max_samples]
+        passes = variants(op, samples) if with_variants and dtype in VARIANT_DTYPES else [("", op, samples)]
+        for variant, fn, pass_samples in passes:
+            prefix = f"{variant}: " if variant else ""
+            for i, sample in enumerate(pass_samples):
+                described = _describe(sample)  # before the op may mutate (or resize) its inputs
+                before = torch_tpu.metrics.fallback_ops()
+                sample_grad_fallbacks: dict[str, int] = {}
+                try:
+                    checked_values, checked, gerr = run_sample(
+                        op, sample, tol, judge_how, values, with_grad and not variant, i,
+                        sample_grad_fallbacks, fn=fn)
+                except _CpuFailed:
+                    res.skipped_samples += not variant
+                    continue
+                except Exception as e:
+                    _drain()
+                    res.samples += not variant
+                    if not res.error:
+                        res.error = f"{prefix}sample {i} ({described}): {_error_text(e)}"
+                    continue
+                finally:
+                    _merge_fallbacks(fallbacks, before, exclude=sample_grad_fallbacks)
+                    for k, v in sample_grad_fallbacks.items():
+                        grad_fallbacks[k] = grad_fallbacks.get(k, 0) + v
+                res.samples += not variant
+                res.unverified_samples += not checked_values and not variant
+                grad_checked += checked
+                if gerr and not res.grad_error:
+                    res.grad_error = f"sample {i} ({described}): {gerr}"
+        if errors_too:
+            check_error_inputs(op, res)
     res.fallback_ops = sorted(fallbacks)
     if res.samples == 0:
         res.status = "skipped"
@@ -325,6 +397,46 @@ def check_op(op, dtype, max_samples=None, grad=True) -> Result:
         res.grad_fallback_ops = sorted(grad_fallbacks)
     res.seconds = round(time.time() - start, 3)
     return res
+
+
+def check_error_inputs(op, res) -> None:
+    """OpInfo's error inputs: where CPU raises the declared error, the device must raise the same
+    exception type with a matching message (not necessarily at the call: strict mode may raise
+    data-dependent errors at the next sync)."""
+    import re
+
+    try:
+        errors = list(op.error_inputs("cpu"))
+    except Exception:
+        return
+    for k, ei in enumerate(errors):
+        s = ei.sample_input
+        if _numel(s) > MAX_SAMPLE_ELEMENTS or any(t.is_complex() for t in tensors_of([s.input, s.args, s.kwargs])):
+            continue  # the device has no complex dtypes: that is reported by the samples
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                op(s.input, *s.args, **s.kwargs)
+            continue  # CPU accepts it (the error is for another device)
+        except Exception as e:
+            if not (isinstance(e, ei.error_type) and re.search(ei.error_regex, str(e))):
+                continue
+        res.error_inputs += 1
+        try:
+            dev = to_device([s.input, s.args, s.kwargs])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                _to_cpu(op(dev[0], *dev[1], **dev[2]))
+                _sync()
+        except Exception as e:
+            _drain()
+            if isinstance(e, ei.error_type) and re.search(ei.error_regex, str(e)):
+                continue
+            res.error_problems.append(f"error input {k} ({_describe(s)}): expected {ei.error_type.__name__} "
+                                      f"matching {ei.error_regex!r}, got {_error_text(e)}")
+            continue
+        res.error_problems.append(f"error input {k} ({_describe(s)}): accepted; CPU raises "
+                                  f"{ei.error_type.__name__} matching {ei.error_regex!r}")
 
 
 def _merge_fallbacks(acc, before, exclude=None):
