@@ -1,10 +1,17 @@
 #include "runtime/device.h"
 
+#include <pthread.h>
+
 #include <chrono>
+#include <string>
 
 namespace tpu {
 
-Queue::Queue(int device) : device_(device) { worker_ = std::thread([this] { WorkerLoop(); }); }
+Queue::Queue(int device) : device_(device) {
+  worker_ = std::thread([this] { WorkerLoop(); });
+  // Named so profilers and debuggers show which thread is the device.
+  pthread_setname_np(worker_.native_handle(), ("tpu-queue-" + std::to_string(device_)).c_str());
+}
 
 Queue::~Queue() {
   {

@@ -199,6 +199,8 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
     // Allocate, copy the old bytes once the queue is done with them, swap the data pointer.
     auto* impl = storage.unsafeGetStorageImpl();
     size_t old = impl->nbytes();
+    // Allocate on the storage's own device, not the current one.
+    c10::DeviceGuard guard(storage.device());
     c10::DataPtr fresh = g_allocator.allocate(newsize);
     if (old > 0 && impl->data_ptr().get()) {
       auto* buffer = static_cast<Buffer*>(impl->data_ptr().get_context());

@@ -2,9 +2,12 @@
 // reading a scalar. Views share the device buffer (never a copy), so in-place ops on views
 // update their base exactly as on CPU.
 #include <ATen/EmptyTensor.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
@@ -64,8 +67,9 @@ const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
 
 at::Tensor& set_source_storage_offset(at::Tensor& self, at::Storage source, int64_t offset,
                                       at::IntArrayRef size, at::IntArrayRef stride) {
+  // ATen's own checks (offset, size/stride lengths, same device) and storage swap, as on CPU.
+  at::native::checkSetStorage(self, std::move(source), offset, size, stride);
   auto* impl = self.unsafeGetTensorImpl();
-  impl->set_storage_keep_dtype(std::move(source));
   impl->set_storage_offset(offset);
   impl->set_sizes_and_strides(size, stride);
   size_t needed = at::detail::computeStorageNbytes(size, stride, self.dtype().itemsize(), offset);
@@ -83,8 +87,9 @@ at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& src) {
 }
 
 at::Tensor& set_empty(at::Tensor& self) {
+  c10::DeviceGuard guard(self.device());  // the new (empty) storage lives on self's device
   at::Storage storage(at::Storage::use_byte_size_t(), 0, GetTpuAllocator(), true);
-  return set_source_storage_offset(self, std::move(storage), 0, {0}, {});
+  return set_source_storage_offset(self, std::move(storage), 0, {0}, {1});
 }
 
 // A CPU tensor aliasing a device tensor's memory (host memory on the host executor).
@@ -125,6 +130,13 @@ void HostToDevice(const at::Tensor& src, const at::Tensor& dst) {
   if (bytes == 0) return;
   Buffer* buffer = BufferOf(dst);
   Queue& q = DeviceOf(dst).queue();
+  if (!buffer) {
+    // Memory we do not own (at::from_blob on the device, as torch.load's legacy path does):
+    // no per-buffer tracking, so wait for the whole queue and write through a host alias.
+    Check(q.Synchronize());
+    HostAlias(dst).copy_(host);
+    return;
+  }
   if (dst.is_contiguous() && q.Done(buffer->last_use())) {
     // No queued program touches the buffer: write it directly.
     std::memcpy(ViewOf(dst).data, host.data_ptr(), bytes);
@@ -140,8 +152,14 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
               "copy between ", self.scalar_type(), " and ", dst.scalar_type(), " is not supported on the tpu device");
   bool src_dev = self.device().type() == c10::DeviceType::PrivateUse1;
   bool dst_dev = dst.device().type() == c10::DeviceType::PrivateUse1;
+  // The broadcast check TensorIterator does for CPU copies, with its messages.
+  at::DimVector shape = at::infer_size_dimvector(dst.sizes(), self.sizes());
+  TORCH_CHECK(dst.sizes().equals(shape), "output with shape ", dst.sizes(), " doesn't match the broadcast shape ", shape);
   if (dst.numel() == 0) return dst;
+  // ATen's copy_ hands non-CPU copies to us before its own overlap checks: do them here.
+  at::assert_no_internal_overlap(dst);
   if (src_dev && dst_dev) {
+    at::assert_no_partial_overlap(dst, self);
     if (self.device() == dst.device()) {
       DeviceCopy(self, dst);
     } else {
@@ -201,6 +219,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", at::native::as_strided_tensorimpl);
   m.impl("view", at::native::view);
   m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("unfold", at::native::unfold);
   m.impl("resize_", resize_);
   m.impl("set_.source_Storage", set_source_storage);
   m.impl("set_.source_Storage_storage_offset", set_source_storage_offset);

@@ -136,7 +136,8 @@ void Lowering::Run() {
                                      TaskContext{op_, std::move(location_)});
   for (const Binding& b : queued->launch.params)
     if (b.buffer()) b.buffer()->MarkUse(seq);
-  for (const Binding& b : queued->launch.results) b.buffer()->MarkUse(seq);
+  for (const Binding& b : queued->launch.results)
+    if (b.buffer()) b.buffer()->MarkUse(seq);  // no buffer: memory we do not own (from_blob)
   executions->Add();
   if (GetEagerMode() == EagerMode::kDebug) {
     Check(dev.queue().WaitFor(seq));

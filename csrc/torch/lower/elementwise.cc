@@ -2,6 +2,8 @@
 // Every op has its functional, in-place and out= forms registered from one definition.
 #include <torch/library.h>
 
+#include <cstring>
+
 #include "torch/lower/elementwise_util.h"
 
 namespace tpu::torch_bridge {
@@ -81,25 +83,39 @@ at::Tensor DivImpl(const at::Tensor& self, const at::Tensor& other, std::optiona
                           [](Lowering& l, const V& v, DType t) { return FloorDivide(l.b(), v[0], v[1], t); });
 }
 
-void CheckIntegerDivision(const at::Tensor& other, std::optional<c10::string_view> mode) {
-  // PyTorch raises on integer division by zero; the device cannot raise mid-kernel for
-  // arithmetic, so check a host scalar divisor here (tensor divisors give StableHLO's -1).
-  if (mode.has_value() && IsCpuScalar(other) && at::isIntegralType(other.scalar_type(), true))
+// PyTorch raises on integer division by zero; the device cannot raise mid-kernel for
+// arithmetic, so check a host scalar divisor here (tensor divisors give StableHLO's -1).
+// Integer means the promoted type: a float tensor divided by an int 0 gives inf, as on CPU.
+void CheckIntegerDivisor(const at::Tensor& self, const at::Tensor& other) {
+  if (IsCpuScalar(other) && at::isIntegralType(at::result_type(self, other), /*includeBool=*/true))
     TORCH_CHECK(other.item().toLong() != 0, "ZeroDivisionError");
+}
+
+void CheckIntegerDivision(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode) {
+  if (mode.has_value()) CheckIntegerDivisor(self, other);
+}
+
+// remainder and fmod share the binary macro below; only they check the divisor.
+void BinaryPreCheck(const char* op, const at::Tensor& self, const at::Tensor& other) {
+  if (IsCpuScalar(other) && (std::strcmp(op, "aten::remainder") == 0 || std::strcmp(op, "aten::fmod") == 0))
+    CheckIntegerDivisor(self, other);
 }
 
 // ---- binary ops ------------------------------------------------------------------------------
 #define TPU_BINARY(fname, opname, kind, BODY)                                                          \
   at::Tensor fname(const at::Tensor& self, const at::Tensor& other) {                                   \
+    BinaryPreCheck(opname, self, other);                                                                \
     return LowerElementwise(opname, {self, other}, Functional(), kind,                                  \
                             [](Lowering& l, const V& v, DType t) { auto& b = l.b(); (void)b; BODY });   \
   }                                                                                                     \
   at::Tensor& fname##_(at::Tensor& self, const at::Tensor& other) {                                     \
+    BinaryPreCheck(opname, self, other);                                                                \
     LowerElementwise(opname, {self, other}, Inplace(self), kind,                                        \
                      [](Lowering& l, const V& v, DType t) { auto& b = l.b(); (void)b; BODY });          \
     return self;                                                                                        \
   }                                                                                                     \
   at::Tensor& fname##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {          \
+    BinaryPreCheck(opname, self, other);                                                                \
     LowerElementwise(opname, {self, other}, Out(out), kind,                                             \
                      [](Lowering& l, const V& v, DType t) { auto& b = l.b(); (void)b; BODY });          \
     return out;                                                                                         \
@@ -189,9 +205,9 @@ at::Tensor& div_(at::Tensor& s, const at::Tensor& o) { DivImpl(s, o, std::nullop
 at::Tensor& div_out(const at::Tensor& s, const at::Tensor& o, at::Tensor& out) { DivImpl(s, o, std::nullopt, Out(out)); return out; }
 at::Tensor div_s(const at::Tensor& s, const at::Scalar& o) { return ::tpu::torch_bridge::div(s, WrapScalar(o)); }
 at::Tensor& div_s_(at::Tensor& s, const at::Scalar& o) { return ::tpu::torch_bridge::div_(s, WrapScalar(o)); }
-at::Tensor div_mode(const at::Tensor& s, const at::Tensor& o, std::optional<c10::string_view> m) { CheckIntegerDivision(o, m); return DivImpl(s, o, m, Functional()); }
-at::Tensor& div_mode_(at::Tensor& s, const at::Tensor& o, std::optional<c10::string_view> m) { CheckIntegerDivision(o, m); DivImpl(s, o, m, Inplace(s)); return s; }
-at::Tensor& div_mode_out(const at::Tensor& s, const at::Tensor& o, std::optional<c10::string_view> m, at::Tensor& out) { CheckIntegerDivision(o, m); DivImpl(s, o, m, Out(out)); return out; }
+at::Tensor div_mode(const at::Tensor& s, const at::Tensor& o, std::optional<c10::string_view> m) { CheckIntegerDivision(s, o, m); return DivImpl(s, o, m, Functional()); }
+at::Tensor& div_mode_(at::Tensor& s, const at::Tensor& o, std::optional<c10::string_view> m) { CheckIntegerDivision(s, o, m); DivImpl(s, o, m, Inplace(s)); return s; }
+at::Tensor& div_mode_out(const at::Tensor& s, const at::Tensor& o, std::optional<c10::string_view> m, at::Tensor& out) { CheckIntegerDivision(s, o, m); DivImpl(s, o, m, Out(out)); return out; }
 at::Tensor div_s_mode(const at::Tensor& s, const at::Scalar& o, std::optional<c10::string_view> m) { return ::tpu::torch_bridge::div_mode(s, WrapScalar(o), m); }
 at::Tensor& div_s_mode_(at::Tensor& s, const at::Scalar& o, std::optional<c10::string_view> m) { return ::tpu::torch_bridge::div_mode_(s, WrapScalar(o), m); }
 at::Tensor floor_divide(const at::Tensor& s, const at::Tensor& o) { return ::tpu::torch_bridge::div_mode(s, o, "floor"); }
@@ -229,6 +245,7 @@ at::Tensor WhereImpl(const at::Tensor& cond, const at::Tensor& self, const at::T
                          : self.device().type() == c10::DeviceType::PrivateUse1 ? self : other;
   at::Tensor result = PrepareOut("aten::where", out, shape, common, like);
   if (result.numel() == 0) return result;
+  if (out.t) CheckOutOverlap(result, {cond, self, other});
   Lowering l("aten::where");
   Dims dims = ToDims(shape);
   auto in = [&](const at::Tensor& t, at::ScalarType dt) {

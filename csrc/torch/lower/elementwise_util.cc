@@ -5,6 +5,12 @@
 
 namespace tpu::torch_bridge {
 
+void CheckOutOverlap(const at::Tensor& out, const std::vector<at::Tensor>& inputs) {
+  at::assert_no_internal_overlap(out);
+  for (const at::Tensor& t : inputs)
+    if (!IsCpuScalar(t)) at::assert_no_partial_overlap(out, t);
+}
+
 at::ScalarType ResultDType(ResultKind kind, at::ScalarType common) {
   switch (kind) {
     case ResultKind::kCommon: return common;

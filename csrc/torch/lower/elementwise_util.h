@@ -47,6 +47,10 @@ at::Tensor PrepareOut(const char* op, OutArg out, at::IntArrayRef shape, at::Sca
 
 at::ScalarType ResultDType(ResultKind kind, at::ScalarType common);
 
+// TensorIterator's memory-overlap checks for an in-place/out= result: it must not write one
+// element twice (an expanded tensor) nor partially overlap an input. Same messages as CPU.
+void CheckOutOverlap(const at::Tensor& out, const std::vector<at::Tensor>& inputs);
+
 // fn(Lowering&, std::vector<int> inputs in compute dtype, DType compute) -> value (any dtype).
 template <typename F>
 at::Tensor LowerElementwise(const char* op, std::initializer_list<at::Tensor> inputs, OutArg out,
@@ -72,6 +76,7 @@ at::Tensor LowerElementwise(const char* op, std::initializer_list<at::Tensor> in
   at::ScalarType result = ResultDType(kind, common);
   at::Tensor result_t = PrepareOut(op, out, shape, result, *device_like);
   if (result_t.numel() == 0) return result_t;
+  if (out.t) CheckOutOverlap(result_t, ins);
   at::ScalarType compute = compute_override.value_or(
       kind == ResultKind::kFloat && !at::isFloatingType(common) ? result : common);
   compute = OpMath(compute);

@@ -1,0 +1,246 @@
+"""The CPU fallback for ops without a native lowering: same results as CPU, counted per op, warned
+about once per op, refusable with config 'fallback'='error', and writing back every mutated
+argument (in-place ops on views, out= tensors, tensor lists).
+
+The ops used here were chosen because no one is making them native soon (linear algebra, scans,
+histograms); if one becomes native, pick another op without a lowering."""
+from __future__ import annotations
+
+import copy
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+
+import torch_tpu
+from conftest import check_same
+
+REPO = str(pathlib.Path(torch_tpu.__file__).resolve().parent.parent)
+
+
+@pytest.fixture
+def fallback_policy():
+    old = torch_tpu.config.get("fallback")
+
+    def set_policy(p):
+        torch_tpu.config.set("fallback", p)
+
+    yield set_policy
+    torch_tpu.config.set("fallback", old)
+
+
+def fallback_counts():
+    return torch_tpu.metrics.fallback_ops()
+
+
+def rand(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+# ---- results and counting ----------------------------------------------------------------------
+@pytest.mark.parametrize("name,fn,counted", [
+    ("det", lambda a: torch.linalg.det(a), "aten::_linalg_det.result"),
+    ("cumsum", lambda a: torch.cumsum(a, 1), "aten::cumsum.out"),
+    ("sort", lambda a: torch.sort(a, 1), "aten::sort.values_stable"),
+    ("kthvalue", lambda a: torch.kthvalue(a, 2, 0), "aten::kthvalue.values"),
+    ("trace", lambda a: torch.trace(a), "aten::trace"),
+    ("logcumsumexp", lambda a: torch.logcumsumexp(a, 0), "aten::_logcumsumexp"),
+])
+def test_fallback_matches_cpu_and_is_counted(mode, fallback_policy, name, fn, counted):
+    fallback_policy("silent")
+    torch_tpu.metrics.reset()
+    out = check_same(fn, rand(4, 4))
+    for t in out if isinstance(out, tuple) else (out,):
+        assert t.device == torch.device("tpu:0")  # results come back on the device
+    assert fallback_counts().get(counted) == 1, fallback_counts()
+    assert torch_tpu.metrics.counters()[f"fallback/{counted}"] == 1
+
+
+def test_fallback_noncontiguous_and_dtypes(mode, fallback_policy):
+    fallback_policy("silent")
+    x = rand(5, 6)
+    check_same(lambda a: torch.cumsum(a.t()[1:], 0), x)
+    check_same(lambda a: torch.cumsum(a[:, ::2], 1), x.bfloat16())
+    check_same(lambda a: torch.sort(a, descending=True), torch.tensor([3, -1, 7, 0, 7, 2]))
+    check_same(lambda a: torch.cumsum(a, 0), torch.tensor([True, False, True]))
+
+
+def test_fallback_mixed_with_native(mode, fallback_policy):
+    fallback_policy("silent")
+    check_same(lambda a, b: torch.cumsum(a * 2 + b, 0) - b, rand(4, 3), rand(4, 3, seed=1))
+
+
+def test_fallback_gradients(mode, fallback_policy):
+    fallback_policy("silent")
+    x = rand(3, 3, seed=2).requires_grad_()
+    d = x.detach().to("tpu").requires_grad_()
+    for t in (x, d):
+        torch.linalg.det(t * 2).backward()
+    torch.testing.assert_close(d.grad.cpu(), x.grad, rtol=1e-5, atol=1e-5)
+
+
+# ---- warnings and the error policy -------------------------------------------------------------
+def test_warns_once_per_op():
+    # "Once" is per process, so this runs in a fresh one where nothing has warned yet.
+    code = textwrap.dedent("""
+        import warnings, torch, torch_tpu
+        x = torch.ones(8, device="tpu")
+        texts = []
+        for op in (torch.histc, torch.histc, torch.trace, torch.histc):
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                op(x.view(2, 4) if op is torch.trace else x)
+            texts += [str(m.message) for m in w if "no native tpu lowering" in str(m.message)]
+            print([t.split(" has no")[0] for t in texts])
+        print(torch_tpu.metrics.fallback_ops())
+        print(texts[0])
+    """)
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", TORCH_TPU_FALLBACK="warn",
+               PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[:4] == ["['aten::histc']", "['aten::histc']", "['aten::histc', 'aten::trace']",
+                         "['aten::histc', 'aten::trace']"]
+    assert lines[4] == "{'aten::histc': 3, 'aten::trace': 1}"  # counted every time, warned once
+    assert lines[5].startswith("aten::histc has no native tpu lowering: it runs on the CPU")
+    assert "fallback/aten::histc" in lines[5] and "TORCH_TPU_FALLBACK=error" in lines[5]
+
+
+def test_silent_policy_does_not_warn(fallback_policy):
+    fallback_policy("silent")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        torch.bucketize(torch.tensor([0.5, 2.5], device="tpu"), torch.tensor([0.0, 1.0, 2.0], device="tpu"))
+    assert not [m for m in w if "no native tpu lowering" in str(m.message)]
+
+
+def test_error_policy(fallback_policy):
+    fallback_policy("error")
+    x = torch.ones(3, 3, device="tpu")
+    with pytest.raises(RuntimeError, match=r"aten::trace has no native tpu lowering.*TORCH_TPU_FALLBACK=error"):
+        torch.trace(x)
+    with pytest.raises(RuntimeError, match=r"aten::_linalg_det.result has no native tpu lowering"):
+        torch.linalg.det(x)
+    # native ops are unaffected, and the device keeps working
+    assert torch.equal((x * 2).cpu(), torch.full((3, 3), 2.0))
+    fallback_policy("silent")
+    assert torch.trace(x).item() == 3.0
+
+
+# ---- mutating ops write back -------------------------------------------------------------------
+def test_inplace_fallback_on_view_writes_base(mode, fallback_policy):
+    fallback_policy("silent")
+
+    def fn(a):
+        a = a.clone()
+        a[:, 1].cumsum_(0)         # through cumsum.out with out = a strided view
+        a.t()[2:].cumsum_(1)
+        a[1:, :2].renorm_(2, 0, 1.0)
+        return a
+    check_same(fn, rand(4, 5))
+
+
+def test_out_through_fallback(mode, fallback_policy):
+    fallback_policy("silent")
+    x = rand(4, 5)
+    d = x.to("tpu")
+    # out= of the wrong size is resized, like CPU
+    o = torch.empty(0, device="tpu")
+    r = torch.cumsum(d, 1, out=o)
+    assert r is o and o.shape == (4, 5)
+    assert torch.equal(o.cpu(), torch.cumsum(x, 1))
+    # out= a non-contiguous view of a bigger tensor: written in place, the rest untouched
+    big = torch.full((5, 4), -7.0, device="tpu")
+    torch.cumsum(d[:, :4], 1, out=big.t()[:, 1:])
+    ref = torch.full((5, 4), -7.0)
+    ref.t()[:, 1:].copy_(torch.cumsum(x[:, :4], 1))
+    assert torch.equal(big.cpu(), ref)
+    # several outputs
+    v = torch.empty(0, device="tpu")
+    i = torch.empty(0, dtype=torch.long, device="tpu")
+    torch.sort(d, 1, out=(v, i))
+    ev, ei = torch.sort(x, 1)
+    assert torch.equal(v.cpu(), ev) and torch.equal(i.cpu(), ei)
+
+
+def test_out_dtype_mismatch_through_fallback(fallback_policy):
+    fallback_policy("silent")
+    expected = None
+    try:
+        torch.cumsum(torch.ones(3), 0, out=torch.empty(3, dtype=torch.long))
+    except RuntimeError as e:
+        expected = e
+    if expected is None:  # CPU accepts it: the device must give the same values
+        o = torch.empty(3, dtype=torch.long, device="tpu")
+        torch.cumsum(torch.ones(3, device="tpu"), 0, out=o)
+        assert o.cpu().tolist() == [1, 2, 3]
+    else:
+        with pytest.raises(RuntimeError):
+            torch.cumsum(torch.ones(3, device="tpu"), 0, out=torch.empty(3, dtype=torch.long, device="tpu"))
+
+
+def test_tensor_list_mutation_amp_unscale(fallback_policy):
+    # _amp_foreach_non_finite_check_and_unscale_ mutates a tensor list and found_inf; it has no
+    # tpu kernel, so the fallback must write every list element back.
+    fallback_policy("silent")
+    grads = [rand(3), rand(2, 2, seed=1).t(), torch.tensor([1.0, float("inf")])]
+    dev = [g.to("tpu") for g in grads]
+    dev[1] = grads[1].t().to("tpu").t()  # keep the non-contiguous layout on the device
+    found, found_d = torch.zeros(1), torch.zeros(1, device="tpu")
+    inv, inv_d = torch.tensor([0.25]), torch.tensor([0.25], device="tpu")
+    torch._amp_foreach_non_finite_check_and_unscale_(grads, found, inv)
+    torch_tpu.metrics.reset()
+    torch._amp_foreach_non_finite_check_and_unscale_(dev, found_d, inv_d)
+    for g, d in zip(grads, dev):
+        assert torch.equal(d.cpu(), g)
+    assert found_d.item() == found.item() == 1.0
+    assert "aten::_amp_foreach_non_finite_check_and_unscale_" in fallback_counts()
+
+
+def test_foreach_ops_mutate_lists(mode, fallback_policy):
+    fallback_policy("silent")
+
+    def fn(a, b, c):
+        xs = [a.clone(), b.clone().t(), c.clone()]
+        torch._foreach_mul_(xs, 3.0)
+        torch._foreach_add_(xs, [a, b.t(), c], alpha=0.5)
+        torch._foreach_addcmul_(xs, xs, xs, value=0.5)
+        return xs
+    check_same(fn, rand(3), rand(2, 4, seed=1), rand(5, seed=2))
+
+
+@pytest.mark.parametrize("foreach", [True, False])
+def test_adam_step_matches_cpu(mode, fallback_policy, foreach):
+    fallback_policy("silent")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    model_d = copy.deepcopy(model).to("tpu")
+    x = rand(6, 4, seed=3)
+    results = []
+    for m, inp in ((model, x), (model_d, x.to("tpu"))):
+        opt = torch.optim.Adam(m.parameters(), lr=0.05, weight_decay=0.01, foreach=foreach)
+        for _ in range(3):
+            opt.zero_grad()
+            (m(inp) ** 2).sum().backward()
+            opt.step()
+        results.append([p.detach().cpu() for p in m.parameters()])
+        results.append([opt.state[p]["exp_avg_sq"].cpu() for p in m.parameters()])
+    for cpu_ts, dev_ts in ((results[0], results[2]), (results[1], results[3])):
+        for c, d in zip(cpu_ts, dev_ts):
+            torch.testing.assert_close(d, c, rtol=1e-5, atol=1e-6)
+
+
+def test_view_ops_never_reach_the_fallback():
+    # The fallback cannot alias (it computes on a CPU copy): every view op must be native.
+    d = torch.arange(9.0).to("tpu")
+    torch_tpu.metrics.reset()
+    u = d.unfold(0, 3, 3)
+    assert "aten::unfold" not in fallback_counts()
+    u.zero_()
+    assert torch.equal(d.cpu(), torch.zeros(9))
