@@ -99,8 +99,7 @@ def logged_program(op, fn, *args):
         torch_tpu._C._set_program_log(False)
     progs = torch_tpu._C._take_program_log()
     fb = torch_tpu.metrics.fallback_ops()
-    if fb:
-        pytest.skip(f"not native on this branch (CPU fallback: {fb})")
+    assert not fb, f"ops fell back to the CPU (no program to check): {fb}"
     texts = [t for name, t in progs if name == op]
     assert len(texts) == 1, f"expected one program named {op}, got {[n for n, _ in progs]}"
     return result, texts[0]
