@@ -40,12 +40,27 @@ StatusOr<ExecutablePtr> CompileCache::GetOrCompile(const Graph& graph, const cha
   static Counter* compiles = GetCounter("compiles");
   static Counter* compile_ns = GetCounter("compile_time_ns");
   uint64_t key = Fingerprint(graph);
+  // A small per-thread cache in front of the shared map: the eager path repeats the same few
+  // programs, and this skips the lock for them. Entries keep their Executable alive.
+  struct Recent {
+    uint64_t key = 0;
+    uint64_t generation = 0;
+    ExecutablePtr exe;
+  };
+  thread_local Recent recent[64];
+  Recent& slot = recent[key & 63];
+  uint64_t generation = generation_.load(std::memory_order_acquire);
+  if (slot.exe && slot.key == key && slot.generation == generation && StructurallyEqual(slot.exe->source, graph)) {
+    hits->Add();
+    return slot.exe;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = map_.find(key);
     // The structural comparison guards against fingerprint collisions.
     if (it != map_.end() && StructurallyEqual(it->second->source, graph)) {
       hits->Add();
+      slot = Recent{key, generation, it->second};
       return it->second;
     }
   }
@@ -74,6 +89,7 @@ size_t CompileCache::size() const {
 }
 
 void CompileCache::Clear() {
+  generation_.fetch_add(1, std::memory_order_acq_rel);  // invalidates the per-thread caches
   std::lock_guard<std::mutex> lock(mu_);
   map_.clear();
   order_.clear();

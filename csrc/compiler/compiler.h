@@ -2,6 +2,7 @@
 // keyed by the program's structural fingerprint.
 #pragma once
 
+#include <atomic>
 #include <list>
 #include <mutex>
 #include <unordered_map>
@@ -28,6 +29,7 @@ class CompileCache {
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, ExecutablePtr> map_;
   std::list<uint64_t> order_;  // insertion order, oldest first, for eviction
+  std::atomic<uint64_t> generation_{1};  // bumped by Clear()
 };
 
 }  // namespace tpu

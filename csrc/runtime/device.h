@@ -86,6 +86,7 @@ class Queue {
   std::vector<Item> ring_;
   uint64_t head_ = 0, tail_ = 0;  // pop / push positions (monotonic; index = pos % ring size)
   std::vector<Task> graveyard_;
+  std::atomic<size_t> graveyard_size_{0};
   std::atomic<uint64_t> submitted_{0}, completed_{0};
   std::atomic<bool> worker_sleeping_{false};
   std::atomic<int> waiters_{0};

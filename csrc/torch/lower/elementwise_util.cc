@@ -5,7 +5,7 @@
 
 namespace tpu::torch_bridge {
 
-void CheckOutOverlap(const at::Tensor& out, const std::vector<at::Tensor>& inputs) {
+void CheckOutOverlap(const at::Tensor& out, at::ArrayRef<at::Tensor> inputs) {
   at::assert_no_internal_overlap(out);
   for (const at::Tensor& t : inputs)
     if (!IsCpuScalar(t)) at::assert_no_partial_overlap(out, t);
