@@ -31,6 +31,10 @@ CompileCache& CompileCache::Get() {
 }
 
 StatusOr<ExecutablePtr> CompileCache::GetOrCompile(Graph&& graph, const char* name) {
+  return GetOrCompile(static_cast<const Graph&>(graph), name);
+}
+
+StatusOr<ExecutablePtr> CompileCache::GetOrCompile(const Graph& graph, const char* name) {
   static Counter* hits = GetCounter("compile_cache_hits");
   static Counter* misses = GetCounter("compile_cache_misses");
   static Counter* compiles = GetCounter("compiles");
@@ -49,7 +53,7 @@ StatusOr<ExecutablePtr> CompileCache::GetOrCompile(Graph&& graph, const char* na
   auto start = std::chrono::steady_clock::now();
   LogProgram(name, graph);
   Graph original = graph;
-  TPU_ASSIGN_OR_RETURN(ExecutablePtr exe, Compile(std::move(graph), key, name));
+  TPU_ASSIGN_OR_RETURN(ExecutablePtr exe, Compile(graph, key, name));
   const_cast<Executable&>(*exe).source = std::move(original);
   compiles->Add();
   compile_ns->Add(std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -19,6 +19,8 @@ class CompileCache {
   static CompileCache& Get();
   // Returns a cached Executable for this graph, or compiles one. Counts hits/misses/compiles.
   StatusOr<ExecutablePtr> GetOrCompile(Graph&& graph, const char* name);
+  // The same for a graph the caller keeps (copied only on a miss).
+  StatusOr<ExecutablePtr> GetOrCompile(const Graph& graph, const char* name);
   size_t size() const;
   void Clear();
 
