@@ -19,7 +19,8 @@ bool IsDenseHostOrDevice(const at::Tensor& t) {
 bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
   // A plain TensorImpl on either side (tpu tensors are not a TensorImpl subclass), so copying the
   // metadata and storage across is what CPU <-> CUDA does.
-  return self.key_set() == from.key_set() || (IsDenseHostOrDevice(self) && IsDenseHostOrDevice(from));
+  return self.key_set() == from.key_set() ||
+         (IsDenseHostOrDevice(self) && IsDenseHostOrDevice(from));
 }
 
 }  // namespace

@@ -33,18 +33,23 @@ using nn::Fill;
 constexpr int64_t kSum = 0, kMean = 1, kMax = 2;
 
 void CheckTypes(const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets) {
-  at::TensorArg weight_arg(weight, "weight", 1), indices_arg(indices, "indices", 1), offsets_arg(offsets, "offsets", 1);
+  at::TensorArg weight_arg(weight, "weight", 1), indices_arg(indices, "indices", 1),
+      offsets_arg(offsets, "offsets", 1);
   at::checkScalarTypes("embedding_bag", indices_arg, {at::kLong, at::kInt});
   at::checkScalarTypes("embedding_bag", offsets_arg, {at::kLong, at::kInt});
-  at::checkScalarTypes("embedding_bag", weight_arg, {at::kHalf, at::kBFloat16, at::kFloat, at::kDouble});
+  at::checkScalarTypes("embedding_bag", weight_arg,
+                       {at::kHalf, at::kBFloat16, at::kFloat, at::kDouble});
 }
 
 // PyTorch's argument checks (same messages as its CPU kernel).
-void CheckArguments(const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets, int64_t mode,
-                    const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset) {
+void CheckArguments(const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+                    int64_t mode, const std::optional<at::Tensor>& per_sample_weights,
+                    bool include_last_offset) {
   CheckTypes(weight, indices, offsets);
-  TORCH_CHECK(weight.dim() == 2, "weight has to be a 2D Tensor, but got Tensor of dimension ", weight.dim());
-  TORCH_CHECK(offsets.dim() == 1, "offsets has to be a 1D Tensor, but got Tensor of dimension ", offsets.dim());
+  TORCH_CHECK(weight.dim() == 2, "weight has to be a 2D Tensor, but got Tensor of dimension ",
+              weight.dim());
+  TORCH_CHECK(offsets.dim() == 1, "offsets has to be a 1D Tensor, but got Tensor of dimension ",
+              offsets.dim());
   TORCH_CHECK(mode == kSum || mode == kMean || mode == kMax, "`mode` must be sum, mean, or max.");
   if (include_last_offset)
     TORCH_CHECK(offsets.size(0) >= 1, "include_last_offset: number of offset should be at least 1");
@@ -53,9 +58,11 @@ void CheckArguments(const at::Tensor& weight, const at::Tensor& indices, const a
     TORCH_CHECK(mode == kSum, "embedding_bag: per_sample_weights only supported with mode='sum'");
     at::TensorArg weight_arg(weight, "weight", 1), psw_arg(psw, "per_sample_weights", 1);
     at::checkSameType("embedding_bag", weight_arg, psw_arg);
-    TORCH_CHECK(psw.dim() == 1, "Expected per_sample_weights.value().dim() == 1 to be true, but got false.");
+    TORCH_CHECK(psw.dim() == 1,
+                "Expected per_sample_weights.value().dim() == 1 to be true, but got false.");
     TORCH_CHECK(psw.numel() == indices.numel(),
-                "Expected per_sample_weights.value().numel() == indices.numel() to be true, but got false.");
+                "Expected per_sample_weights.value().numel() == indices.numel() to be true, but "
+                "got false.");
   }
   CheckSameDevice("embedding_bag", {&weight, &indices, &offsets});
 }
@@ -94,7 +101,8 @@ int BagOfEachIndex(Builder& b, int starts, int64_t bags, int64_t n) {
   for (; step >= 1; step /= 2) {
     int cand = b.Binary(OpCode::kAdd, pos, I64(b, static_cast<double>(step), {n}));
     int in_range = b.Compare(CompareDirection::kLT, cand, I64(b, static_cast<double>(bags), {n}));
-    int start = Take(b, starts, b.Binary(OpCode::kMinimum, cand, I64(b, static_cast<double>(bags - 1), {n})),
+    int start = Take(b, starts,
+                     b.Binary(OpCode::kMinimum, cand, I64(b, static_cast<double>(bags - 1), {n})),
                      /*checked=*/false);
     int take = b.Binary(OpCode::kAnd, in_range, b.Compare(CompareDirection::kLE, start, i));
     pos = b.Select(take, cand, pos);
@@ -104,7 +112,8 @@ int BagOfEachIndex(Builder& b, int starts, int64_t bags, int64_t n) {
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> EmbeddingBagForward(
     const at::Tensor& weight, const at::Tensor& indices_in, const at::Tensor& offsets, int64_t mode,
-    const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset, int64_t padding_idx) {
+    const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset,
+    int64_t padding_idx) {
   CheckArguments(weight, indices_in, offsets, mode, per_sample_weights, include_last_offset);
   const at::Tensor indices = indices_in.reshape({-1});
   const int64_t n = indices.numel(), dim = weight.size(1), num_offsets = offsets.size(0);
@@ -112,7 +121,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> EmbeddingBagForward(
   at::Tensor output = EmptyLike({bags, dim}, weight.scalar_type(), weight);
   at::Tensor offset2bag = EmptyLike({n}, indices.scalar_type(), weight);
   at::Tensor bag_size = EmptyLike({num_offsets}, indices.scalar_type(), weight);
-  at::Tensor max_indices = EmptyLike({mode == kMax ? bags : 0, mode == kMax ? dim : 0}, indices.scalar_type(), weight);
+  at::Tensor max_indices =
+      EmptyLike({mode == kMax ? bags : 0, mode == kMax ? dim : 0}, indices.scalar_type(), weight);
   if (mode != kMax) max_indices = max_indices.view({0});
   if (bags == 0) {
     offset2bag.zero_();
@@ -134,10 +144,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> EmbeddingBagForward(
   int idx = l.Input(indices, at::kLong);
   // Every offset must point into [0, n]: gathering iota(n + 1) at the offsets returns them
   // unchanged and raises for one that does not.
-  int offs = Take(b, b.Iota(TensorType{DType::kI64, {n + 1}}, 0), l.Input(offsets, at::kLong), /*checked=*/true);
+  int offs = Take(b, b.Iota(TensorType{DType::kI64, {n + 1}}, 0), l.Input(offsets, at::kLong),
+                  /*checked=*/true);
   int starts = b.Slice(offs, {0}, {bags}, {1});
   int bag = BagOfEachIndex(b, starts, bags, n);
-  int keep = b.Compare(CompareDirection::kNE, idx, b.BroadcastTo(l.Scalar(padding_idx, at::kLong), {n}));
+  int keep =
+      b.Compare(CompareDirection::kNE, idx, b.BroadcastTo(l.Scalar(padding_idx, at::kLong), {n}));
   if (include_last_offset) {
     // The terminal offset ends the last bag: indices after it belong to no bag (bag -1).
     int end = b.BroadcastInDim(b.Reshape(b.Slice(offs, {bags}, {bags + 1}, {1}), {}), {n}, {});
@@ -145,28 +157,35 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> EmbeddingBagForward(
     bag = b.Select(inside, bag, I64(b, -1, {n}));
     keep = b.Binary(OpCode::kAnd, keep, inside);
   }
-  int target = b.Select(keep, bag, I64(b, static_cast<double>(bags), {n}));  // padding -> the extra row
-  int counts = b.Scatter(I64(b, 0, {bags + 1}), Column(b, target), I64(b, 1, {n}), {}, {0}, {0}, ReduceKind::kAdd,
+  int target =
+      b.Select(keep, bag, I64(b, static_cast<double>(bags), {n}));  // padding -> the extra row
+  int counts = b.Scatter(I64(b, 0, {bags + 1}), Column(b, target), I64(b, 1, {n}), {}, {0}, {0},
+                         ReduceKind::kAdd,
                          /*checked=*/true);
   counts = b.Slice(counts, {0}, {bags}, {1});
-  int nonempty = b.BroadcastInDim(b.Compare(CompareDirection::kGT, counts, I64(b, 0, {bags})), {bags, dim}, {0});
+  int nonempty = b.BroadcastInDim(b.Compare(CompareDirection::kGT, counts, I64(b, 0, {bags})),
+                                  {bags, dim}, {0});
   int rows = TakeRows(b, l.Input(weight, ct), idx, /*checked=*/true);
   int out;
   if (mode == kMax) {
     double lowest = -std::numeric_limits<double>::infinity();
     int best = ScatterRows(b, Fill(b, lowest, t, {bags + 1, dim}), target, rows, ReduceKind::kMax);
     // The first position in each bag that holds the maximum (CPU's tie rule), then its row id.
-    int is_best = b.Compare(CompareDirection::kEQ, rows, TakeRows(b, best, target, /*checked=*/true));
+    int is_best =
+        b.Compare(CompareDirection::kEQ, rows, TakeRows(b, best, target, /*checked=*/true));
     is_best = b.Binary(OpCode::kAnd, is_best, b.BroadcastInDim(keep, {n, dim}, {0}));
-    int pos = b.Select(is_best, b.Iota(TensorType{DType::kI64, {n, dim}}, 0), I64(b, static_cast<double>(n), {n, dim}));
-    int first = ScatterRows(b, I64(b, static_cast<double>(n), {bags + 1, dim}), target, pos, ReduceKind::kMin);
+    int pos = b.Select(is_best, b.Iota(TensorType{DType::kI64, {n, dim}}, 0),
+                       I64(b, static_cast<double>(n), {n, dim}));
+    int first = ScatterRows(b, I64(b, static_cast<double>(n), {bags + 1, dim}), target, pos,
+                            ReduceKind::kMin);
     first = b.Slice(first, {0, 0}, {bags, dim}, {1, 1});
     int idx_or_zero = b.Concatenate({idx, I64(b, 0, {1})}, 0);  // empty bags report row 0, as CPU
     l.Output(Take(b, idx_or_zero, first, /*checked=*/true), max_indices);
     out = b.Slice(best, {0, 0}, {bags, dim}, {1, 1});
   } else {
     if (per_sample_weights.has_value() && per_sample_weights->defined())
-      rows = b.Binary(OpCode::kMultiply, rows, b.BroadcastInDim(l.Input(*per_sample_weights, ct), {n, dim}, {0}));
+      rows = b.Binary(OpCode::kMultiply, rows,
+                      b.BroadcastInDim(l.Input(*per_sample_weights, ct), {n, dim}, {0}));
     out = ScatterRows(b, Fill(b, 0, t, {bags + 1, dim}), target, rows, ReduceKind::kAdd);
     out = b.Slice(out, {0, 0}, {bags, dim}, {1, 1});
     if (mode == kMean) {
@@ -177,36 +196,44 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> EmbeddingBagForward(
   out = b.Select(nonempty, out, Fill(b, 0, t, {bags, dim}));  // an empty bag is zeros
   l.Output(out, output);
   l.Output(bag, offset2bag);
-  l.Output(num_offsets > bags ? b.Pad(counts, b.Constant(0, DType::kI64), {0}, {num_offsets - bags}, {0}) : counts,
+  l.Output(num_offsets > bags
+               ? b.Pad(counts, b.Constant(0, DType::kI64), {0}, {num_offsets - bags}, {0})
+               : counts,
            bag_size);
   l.Run();
   return {output, offset2bag, bag_size, max_indices};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
-    const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets, bool scale_grad_by_freq,
-    int64_t mode, bool sparse, const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset,
+    const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+    bool scale_grad_by_freq, int64_t mode, bool sparse,
+    const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset,
     int64_t padding_idx) {
-  return EmbeddingBagForward(weight, indices, offsets, mode, per_sample_weights, include_last_offset, padding_idx);
+  return EmbeddingBagForward(weight, indices, offsets, mode, per_sample_weights,
+                             include_last_offset, padding_idx);
 }
 
-// ---- backward ------------------------------------------------------------------------------------
+// ---- backward -----------------------------------------------------------------------------------
 // Whether index position i contributes: not padding, and inside a bag (offset2bag -1 marks the
 // indices after include_last_offset's terminal offset).
 int InBag(Lowering& l, int idx, int bag, int64_t padding_idx) {
   Builder& b = l.b();
   Dims n = b.TypeOf(idx).dims;
-  int keep = b.Compare(CompareDirection::kNE, idx, b.BroadcastTo(l.Scalar(padding_idx, at::kLong), n));
+  int keep =
+      b.Compare(CompareDirection::kNE, idx, b.BroadcastTo(l.Scalar(padding_idx, at::kLong), n));
   return b.Binary(OpCode::kAnd, keep, b.Compare(CompareDirection::kGE, bag, I64(b, 0, n)));
 }
 
 at::Tensor embedding_bag_dense_backward(const at::Tensor& grad, const at::Tensor& indices_in,
                                         const at::Tensor& offset2bag, const at::Tensor& bag_size,
-                                        const at::Tensor& maximum_indices, c10::SymInt num_weights_s,
-                                        bool scale_grad_by_freq, int64_t mode,
-                                        const std::optional<at::Tensor>& per_sample_weights, int64_t padding_idx) {
+                                        const at::Tensor& maximum_indices,
+                                        c10::SymInt num_weights_s, bool scale_grad_by_freq,
+                                        int64_t mode,
+                                        const std::optional<at::Tensor>& per_sample_weights,
+                                        int64_t padding_idx) {
   const int64_t num_weights = num_weights_s.expect_int();
-  TORCH_CHECK(grad.dim() == 2, "embedding_bag backward: expected a 2-D gradient, got ", grad.dim(), "-D");
+  TORCH_CHECK(grad.dim() == 2, "embedding_bag backward: expected a 2-D gradient, got ", grad.dim(),
+              "-D");
   const at::Tensor indices = indices_in.reshape({-1});
   const int64_t n = indices.numel(), bags = grad.size(0), dim = grad.size(1);
   at::Tensor grad_weight = EmptyLike({num_weights, dim}, grad.scalar_type(), grad);
@@ -228,10 +255,11 @@ at::Tensor embedding_bag_dense_backward(const at::Tensor& grad, const at::Tensor
   if (mode == kMax) {
     // grad_weight[max_indices[b, d], d] += grad[b, d] for every non-empty bag.
     int rows = l.Input(maximum_indices, at::kLong);
-    int vec = b.Concatenate({b.Reshape(rows, {bags, dim, 1}),
-                             b.Iota(TensorType{DType::kI64, {bags, dim, 1}}, 1)}, 2);
+    int vec = b.Concatenate(
+        {b.Reshape(rows, {bags, dim, 1}), b.Iota(TensorType{DType::kI64, {bags, dim, 1}}, 1)}, 2);
     int upd = b.Select(b.BroadcastInDim(nonempty, {bags, dim}, {0}), g, Fill(b, 0, t, {bags, dim}));
-    r = b.Scatter(Fill(b, 0, t, {num_weights, dim}), vec, upd, {}, {0, 1}, {0, 1}, ReduceKind::kAdd, true);
+    r = b.Scatter(Fill(b, 0, t, {num_weights, dim}), vec, upd, {}, {0, 1}, {0, 1}, ReduceKind::kAdd,
+                  true);
   } else {
     int idx = l.Input(indices, at::kLong);
     int bag = l.Input(offset2bag, at::kLong);
@@ -241,13 +269,14 @@ at::Tensor embedding_bag_dense_backward(const at::Tensor& grad, const at::Tensor
     int scale = b.Convert(in_bag, t);
     if (mode == kMean) {
       int count = Take(b, sizes, bag, /*checked=*/true);
-      scale = b.Binary(OpCode::kDivide, scale, b.Convert(b.Binary(OpCode::kMaximum, count, I64(b, 1, {n})), t));
+      scale = b.Binary(OpCode::kDivide, scale,
+                       b.Convert(b.Binary(OpCode::kMaximum, count, I64(b, 1, {n})), t));
     }
     if (per_sample_weights.has_value() && per_sample_weights->defined())
       scale = b.Binary(OpCode::kMultiply, scale, l.Input(*per_sample_weights, ct));
     if (scale_grad_by_freq) {  // divided by how often each row is used in the whole batch
-      int freq = b.Scatter(Fill(b, 0, t, {num_weights}), Column(b, idx), Fill(b, 1, t, {n}), {}, {0}, {0},
-                           ReduceKind::kAdd, /*checked=*/true);
+      int freq = b.Scatter(Fill(b, 0, t, {num_weights}), Column(b, idx), Fill(b, 1, t, {n}), {},
+                           {0}, {0}, ReduceKind::kAdd, /*checked=*/true);
       scale = b.Binary(OpCode::kDivide, scale, Take(b, freq, idx, /*checked=*/true));
     }
     rows = b.Binary(OpCode::kMultiply, rows, b.BroadcastInDim(scale, {n, dim}, {0}));
@@ -258,22 +287,27 @@ at::Tensor embedding_bag_dense_backward(const at::Tensor& grad, const at::Tensor
   return grad_weight;
 }
 
-at::Tensor embedding_bag_backward(const at::Tensor& grad, const at::Tensor& indices, const at::Tensor& offsets,
-                                  const at::Tensor& offset2bag, const at::Tensor& bag_size,
-                                  const at::Tensor& maximum_indices, c10::SymInt num_weights,
-                                  bool scale_grad_by_freq, int64_t mode, bool sparse,
-                                  const std::optional<at::Tensor>& per_sample_weights, int64_t padding_idx) {
-  TORCH_CHECK_NOT_IMPLEMENTED(!sparse, "embedding_bag: sparse gradients (sparse=True) are not supported on the "
-                                       "tpu device; use sparse=False");
-  return embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices, std::move(num_weights),
-                                      scale_grad_by_freq, mode, per_sample_weights, padding_idx);
+at::Tensor embedding_bag_backward(const at::Tensor& grad, const at::Tensor& indices,
+                                  const at::Tensor& offsets, const at::Tensor& offset2bag,
+                                  const at::Tensor& bag_size, const at::Tensor& maximum_indices,
+                                  c10::SymInt num_weights, bool scale_grad_by_freq, int64_t mode,
+                                  bool sparse, const std::optional<at::Tensor>& per_sample_weights,
+                                  int64_t padding_idx) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      !sparse,
+      "embedding_bag: sparse gradients (sparse=True) are not supported on the "
+      "tpu device; use sparse=False");
+  return embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices,
+                                      std::move(num_weights), scale_grad_by_freq, mode,
+                                      per_sample_weights, padding_idx);
 }
 
 // d per_sample_weights[i] = <grad[bag of i], weight[indices[i]]>, zero for padding entries.
-at::Tensor embedding_bag_per_sample_weights_backward(const at::Tensor& grad, const at::Tensor& weight,
-                                                     const at::Tensor& indices_in, const at::Tensor& offsets,
-                                                     const at::Tensor& offset2bag, int64_t mode, int64_t padding_idx) {
-  TORCH_CHECK(mode == kSum, "embedding_bag_backward: per_sample_weights only supported for mode='sum'");
+at::Tensor embedding_bag_per_sample_weights_backward(
+    const at::Tensor& grad, const at::Tensor& weight, const at::Tensor& indices_in,
+    const at::Tensor& offsets, const at::Tensor& offset2bag, int64_t mode, int64_t padding_idx) {
+  TORCH_CHECK(mode == kSum,
+              "embedding_bag_backward: per_sample_weights only supported for mode='sum'");
   const at::Tensor indices = indices_in.reshape({-1});
   const int64_t n = indices.numel();
   at::Tensor out = EmptyLike({n}, grad.scalar_type(), grad);
@@ -285,7 +319,8 @@ at::Tensor embedding_bag_per_sample_weights_backward(const at::Tensor& grad, con
   int idx = l.Input(indices, at::kLong);
   int bag = l.Input(offset2bag, at::kLong);
   int in_bag = InBag(l, idx, bag, padding_idx);
-  int g = TakeRows(b, l.Input(grad, ct), b.Binary(OpCode::kMaximum, bag, I64(b, 0, {n})), /*checked=*/true);
+  int g = TakeRows(b, l.Input(grad, ct), b.Binary(OpCode::kMaximum, bag, I64(b, 0, {n})),
+                   /*checked=*/true);
   int w = TakeRows(b, l.Input(weight, ct), idx, /*checked=*/true);
   int dot = nn::Sum(b, b.Binary(OpCode::kMultiply, g, w), {1});
   l.Output(b.Select(in_bag, dot, Fill(b, 0, ToDType(ct), {n})), out);

@@ -25,7 +25,8 @@ int PrefixSum(Builder& b, int x, int64_t dim) {
   const int64_t n = dims[dim];
   int zero = b.Constant(0, b.TypeOf(x).dtype);
   for (int64_t shift = 1; shift < n; shift *= 2) {
-    Dims start(rank, 0), limit = dims, strides(rank, 1), low(rank, 0), high(rank, 0), interior(rank, 0);
+    Dims start(rank, 0), limit = dims, strides(rank, 1), low(rank, 0), high(rank, 0),
+                         interior(rank, 0);
     limit[dim] = n - shift;
     low[dim] = shift;  // x[i - shift] at i, zeros before
     int shifted = b.Pad(b.Slice(x, start, limit, strides), zero, low, high, interior);
@@ -55,7 +56,8 @@ at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<at::ScalarT
   return m.out();
 }
 
-at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
+at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype,
+                       at::Tensor& out) {
   MetaOut<at::meta::structured_cumsum> m(out);
   m.meta(self, dim, dtype);
   CumsumInto(self, dim, m.out());
@@ -66,9 +68,10 @@ at::Tensor& cumsum_(at::Tensor& self, int64_t dim, std::optional<at::ScalarType>
   return cumsum_out(self, dim, dtype, self);
 }
 
-// ---- isin ----------------------------------------------------------------------------------------
+// ---- isin ---------------------------------------------------------------------------------------
 // elements / test_elements: a device tensor, or a Python number.
-void IsinInto(const at::Tensor& elements, const at::Tensor& test, bool invert, const at::Tensor& out) {
+void IsinInto(const at::Tensor& elements, const at::Tensor& test, bool invert,
+              const at::Tensor& out) {
   if (out.numel() == 0) return;
   const at::ScalarType ct = at::result_type(elements, test);
   Lowering l("aten::isin");
@@ -80,45 +83,48 @@ void IsinInto(const at::Tensor& elements, const at::Tensor& test, bool invert, c
   } else {
     int e = b.BroadcastInDim(b.Reshape(TensorOrScalar(l, elements, ct), {ne}), {ne, nt}, {0});
     int t = b.BroadcastInDim(b.Reshape(TensorOrScalar(l, test, ct), {nt}), {ne, nt}, {1});
-    found = b.Reduce(b.Compare(CompareDirection::kEQ, e, t), b.Constant(0, DType::kBool), {1}, ReduceKind::kOr);
+    found = b.Reduce(b.Compare(CompareDirection::kEQ, e, t), b.Constant(0, DType::kBool), {1},
+                     ReduceKind::kOr);
   }
   if (invert) found = b.Unary(OpCode::kNot, found);
   l.Output(b.Reshape(found, ToDims(out.sizes())), out);
   l.Run();
 }
 
-at::Tensor& isin_tensor_tensor_out(const at::Tensor& elements, const at::Tensor& test, bool assume_unique,
-                                   bool invert, at::Tensor& out) {
+at::Tensor& isin_tensor_tensor_out(const at::Tensor& elements, const at::Tensor& test,
+                                   bool assume_unique, bool invert, at::Tensor& out) {
   MetaOut<at::meta::structured_isin_Tensor_Tensor> m(out);
   m.meta(elements, test, assume_unique, invert);
   IsinInto(elements, test, invert, out);
   return out;
 }
 
-at::Tensor isin_tensor_tensor(const at::Tensor& elements, const at::Tensor& test, bool assume_unique, bool invert) {
+at::Tensor isin_tensor_tensor(const at::Tensor& elements, const at::Tensor& test,
+                              bool assume_unique, bool invert) {
   MetaOut<at::meta::structured_isin_Tensor_Tensor> m;
   m.meta(elements, test, assume_unique, invert);
   IsinInto(elements, test, invert, m.out());
   return m.out();
 }
 
-at::Tensor& isin_tensor_scalar_out(const at::Tensor& elements, const at::Scalar& test, bool assume_unique,
-                                   bool invert, at::Tensor& out) {
+at::Tensor& isin_tensor_scalar_out(const at::Tensor& elements, const at::Scalar& test,
+                                   bool assume_unique, bool invert, at::Tensor& out) {
   MetaOut<at::meta::structured_isin_Tensor_Scalar> m(out);
   m.meta(elements, test, assume_unique, invert);
   IsinInto(elements, WrapScalar(test), invert, out);
   return out;
 }
 
-at::Tensor isin_tensor_scalar(const at::Tensor& elements, const at::Scalar& test, bool assume_unique, bool invert) {
+at::Tensor isin_tensor_scalar(const at::Tensor& elements, const at::Scalar& test,
+                              bool assume_unique, bool invert) {
   MetaOut<at::meta::structured_isin_Tensor_Scalar> m;
   m.meta(elements, test, assume_unique, invert);
   IsinInto(elements, WrapScalar(test), invert, m.out());
   return m.out();
 }
 
-at::Tensor& isin_scalar_tensor_out(const at::Scalar& element, const at::Tensor& test, bool assume_unique,
-                                   bool invert, at::Tensor& out) {
+at::Tensor& isin_scalar_tensor_out(const at::Scalar& element, const at::Tensor& test,
+                                   bool assume_unique, bool invert, at::Tensor& out) {
   MetaOut<at::meta::structured_isin_Scalar_Tensor> m(out);
   m.meta(element, test, assume_unique, invert);
   ResizeOut(out, {});  // the meta function leaves a 0-element output, resized like ATen's kernel
@@ -126,7 +132,8 @@ at::Tensor& isin_scalar_tensor_out(const at::Scalar& element, const at::Tensor& 
   return out;
 }
 
-at::Tensor isin_scalar_tensor(const at::Scalar& element, const at::Tensor& test, bool assume_unique, bool invert) {
+at::Tensor isin_scalar_tensor(const at::Scalar& element, const at::Tensor& test, bool assume_unique,
+                              bool invert) {
   MetaOut<at::meta::structured_isin_Scalar_Tensor> m;
   m.meta(element, test, assume_unique, invert);
   ResizeOut(m.out(), {});
