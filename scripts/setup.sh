@@ -21,6 +21,7 @@ _TPU_APT_PACKAGES=(g++ cmake ninja-build ccache libdnnl-dev libhwy-dev libgtest-
 _TPU_PY_PACKAGES=(
   "torch==2.13.0"
   "numpy" "pytest" "jax==0.10.2" "jaxlib==0.10.2" "expecttest" "hypothesis" "tqdm" "matplotlib"
+  "transformers"  # tests/python/test_hf.py (tiny random configs, nothing downloaded)
   "setuptools>=70.1"
 )
 
