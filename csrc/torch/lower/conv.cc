@@ -63,10 +63,10 @@ Conv Params(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef s
 }
 
 void CheckTypes(const at::Tensor& input, const at::Tensor& weight, const at::Tensor* bias) {
-  TORCH_CHECK(input.scalar_type() == weight.scalar_type(), "Input type (", input.scalar_type(),
-              ") and weight type (", weight.scalar_type(), ") should be the same");
+  TORCH_CHECK(input.scalar_type() == weight.scalar_type(), "Input type (", input.dtype(),
+              ") and weight type (", weight.dtype(), ") should be the same");
   TORCH_CHECK(!bias || !bias->defined() || bias->scalar_type() == input.scalar_type(),
-              "Input type (", input.scalar_type(), ") and bias type (", bias->scalar_type(),
+              "Input type (", input.dtype(), ") and bias type (", bias->dtype(),
               ") should be the same");
   TORCH_CHECK_NOT_IMPLEMENTED(input.scalar_type() != at::kBool && !at::isComplexType(input.scalar_type()),
                               "\"convolution\" not implemented for '", input.scalar_type(), "'");
