@@ -353,7 +353,8 @@ int Builder::ArgReduceWindow(int x, int index, const WindowSpec& window) {
 int Builder::Reverse(int x, const Dims& dims) {
   std::vector<bool> seen(TypeOf(x).rank(), false);
   for (int64_t d : dims)
-    if (Check(d >= 0 && d < TypeOf(x).rank() && !seen[d], "reverse dimension invalid")) seen[d] = true;
+    if (Check(d >= 0 && d < TypeOf(x).rank() && !seen[d], "reverse dimension invalid"))
+      seen[d] = true;
   Attrs a;
   a.a = dims;
   return Add(OpCode::kReverse, {x}, TypeOf(x), std::move(a));

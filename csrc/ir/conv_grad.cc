@@ -56,8 +56,8 @@ int ConvInputGrad(Builder& b, int grad_out, int w, const ConvParams& p, const Di
   return b.Convolution(grad_out, kernel, s, out);
 }
 
-int ConvWeightGrad(Builder& b, int x, int grad_out, const ConvParams& p,
-                   const Dims& kernel_spatial, DType out) {
+int ConvWeightGrad(Builder& b, int x, int grad_out, const ConvParams& p, const Dims& kernel_spatial,
+                   DType out) {
   int n = SpatialRank(p);
   const TensorType xt = b.TypeOf(x);
   const TensorType gt = b.TypeOf(grad_out);
@@ -80,7 +80,8 @@ int ConvWeightGrad(Builder& b, int x, int grad_out, const ConvParams& p,
     // forward window reached.
     int64_t reach = (gt.dims[2 + d] - 1) * p.stride[d] + 1;
     s.padding_low[d] = p.padding[d];
-    s.padding_high[d] = (kernel_spatial[d] - 1) * p.dilation[d] + reach - xt.dims[2 + d] - p.padding[d];
+    s.padding_high[d] =
+        (kernel_spatial[d] - 1) * p.dilation[d] + reach - xt.dims[2 + d] - p.padding[d];
   }
   return b.Convolution(x, grad_out, s, out);
 }

@@ -24,7 +24,7 @@ int ConvForward(Builder& b, int x, int w, const ConvParams& p, DType out);
 int ConvInputGrad(Builder& b, int grad_out, int w, const ConvParams& p, const Dims& in_spatial,
                   DType out);
 // `kernel_spatial`: the kernel's spatial sizes.
-int ConvWeightGrad(Builder& b, int x, int grad_out, const ConvParams& p,
-                   const Dims& kernel_spatial, DType out);
+int ConvWeightGrad(Builder& b, int x, int grad_out, const ConvParams& p, const Dims& kernel_spatial,
+                   DType out);
 
 }  // namespace tpu

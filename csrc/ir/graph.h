@@ -50,7 +50,8 @@ struct Attrs {
   int64_t kind = 0;
   double f = 0.0;
   bool operator==(const Attrs& o) const {
-    return a == o.a && b == o.b && c == o.c && d == o.d && e == o.e && i == o.i && kind == o.kind && f == o.f;
+    return a == o.a && b == o.b && c == o.c && d == o.d && e == o.e && i == o.i && kind == o.kind &&
+           f == o.f;
   }
 };
 

@@ -249,9 +249,9 @@ class Printer {
         os_ << "%vinit" << id << " = stablehlo.constant dense<" << ArgInitLiteral(in.dtype, true)
             << "> : " << vt << "\n    %iinit" << id
             << " = stablehlo.constant dense<9223372036854775807> : " << st << "\n    " << name
-            << ":2 = \"stablehlo.reduce_window\"(" << Operands(op) << ", %vinit" << id
-            << ", %iinit" << id << ") ({\n    ^bb0(%av: " << vt << ", %ai: " << st
-            << ", %bv: " << vt << ", %bi: " << st << "):\n";
+            << ":2 = \"stablehlo.reduce_window\"(" << Operands(op) << ", %vinit" << id << ", %iinit"
+            << id << ") ({\n    ^bb0(%av: " << vt << ", %ai: " << st << ", %bv: " << vt
+            << ", %bi: " << st << "):\n";
         cmp("gt", "av", "bv", "GT", vt);
         cmp("eqv", "av", "bv", "EQ", vt);
         cmp("anan", "av", "av", "NE", vt);
@@ -266,10 +266,10 @@ class Printer {
         logic("p1", "or", "gt", "nanwin");
         logic("p2", "or", "nantie", "numtie");
         logic("pick", "or", "p1", "p2");
-        os_ << "      %v = \"stablehlo.select\"(%pick, %av, %bv) : (tensor<i1>, " << vt << ", " << vt
-            << ") -> " << vt << "\n"
-            << "      %ix = \"stablehlo.select\"(%pick, %ai, %bi) : (tensor<i1>, " << st << ", " << st
-            << ") -> " << st << "\n"
+        os_ << "      %v = \"stablehlo.select\"(%pick, %av, %bv) : (tensor<i1>, " << vt << ", "
+            << vt << ") -> " << vt << "\n"
+            << "      %ix = \"stablehlo.select\"(%pick, %ai, %bi) : (tensor<i1>, " << st << ", "
+            << st << ") -> " << st << "\n"
             << "      \"stablehlo.return\"(%v, %ix) : (" << vt << ", " << st << ") -> ()\n"
             << "    }) " << WindowAttrs(a) << " : (" << in.ToString() << ", " << T(op.operands[1])
             << ", " << vt << ", " << st << ") -> (" << TensorType{in.dtype, op.type.dims}.ToString()

@@ -199,15 +199,19 @@ TEST(PrinterTest, WindowedOps) {
   b.Result(b.Reverse(w, {0, 3}));
   const std::string text = PrintStableHlo(Finish(b));
   EXPECT_EQ(FirstBadValueName(text), "");
-  EXPECT_TRUE(Contains(text, "\"stablehlo.convolution\"(%arg0, %arg1) {batch_group_count = 1 : i64, "
-                             "dimension_numbers = #stablehlo.conv<[b, f, 0, 1]x[0, o, i, 1]->[b, f, 0, 1]>, "
-                             "feature_group_count = 1 : i64, lhs_dilation = array<i64: 1, 2>, "
-                             "padding = dense<[[1, 1], [0, -1]]> : tensor<2x2xi64>, "
-                             "rhs_dilation = array<i64: 1, 1>, window_strides = array<i64: 2, 1>} : "
-                             "(tensor<2x3x6x6xf32>, tensor<3x4x3x1xf32>) -> tensor<2x4x3x10xf32>"));
-  EXPECT_TRUE(Contains(text, "{base_dilations = array<i64: 1, 1, 1, 1>, padding = dense<[[0, 0], [0, 0], "
-                             "[1, 1], [1, 1]]> : tensor<4x2xi64>, window_dilations = array<i64: 1, 1, 1, 1>, "
-                             "window_dimensions = array<i64: 1, 1, 3, 3>, window_strides = array<i64: 1, 1, 2, 2>}"));
+  EXPECT_TRUE(
+      Contains(text,
+               "\"stablehlo.convolution\"(%arg0, %arg1) {batch_group_count = 1 : i64, "
+               "dimension_numbers = #stablehlo.conv<[b, f, 0, 1]x[0, o, i, 1]->[b, f, 0, 1]>, "
+               "feature_group_count = 1 : i64, lhs_dilation = array<i64: 1, 2>, "
+               "padding = dense<[[1, 1], [0, -1]]> : tensor<2x2xi64>, "
+               "rhs_dilation = array<i64: 1, 1>, window_strides = array<i64: 2, 1>} : "
+               "(tensor<2x3x6x6xf32>, tensor<3x4x3x1xf32>) -> tensor<2x4x3x10xf32>"));
+  EXPECT_TRUE(Contains(
+      text,
+      "{base_dilations = array<i64: 1, 1, 1, 1>, padding = dense<[[0, 0], [0, 0], "
+      "[1, 1], [1, 1]]> : tensor<4x2xi64>, window_dilations = array<i64: 1, 1, 1, 1>, "
+      "window_dimensions = array<i64: 1, 1, 3, 3>, window_strides = array<i64: 1, 1, 2, 2>}"));
   EXPECT_TRUE(Contains(text, ":2 = \"stablehlo.reduce_window\"(%arg0, %"));
   EXPECT_TRUE(Contains(text, "\"stablehlo.reverse\"(%arg1) {dimensions = array<i64: 0, 3>}"));
 }

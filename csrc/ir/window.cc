@@ -141,8 +141,8 @@ int64_t WindowOutputSize(int64_t in, int64_t base_dilation, int64_t pad_low, int
   return (padded - dilated_window) / stride + 1;
 }
 
-std::string ConvolutionShape(const TensorType& lhs, const TensorType& rhs,
-                             const ConvolutionSpec& s, Dims* out) {
+std::string ConvolutionShape(const TensorType& lhs, const TensorType& rhs, const ConvolutionSpec& s,
+                             Dims* out) {
   const ConvDimensionNumbers& dn = s.dn;
   int n = s.spatial_rank();
   int rank = n + 2;
@@ -150,30 +150,32 @@ std::string ConvolutionShape(const TensorType& lhs, const TensorType& rhs,
   if (dn.kernel_spatial.size() != dn.input_spatial.size() ||
       dn.output_spatial.size() != dn.input_spatial.size())
     return "dimension numbers name different spatial ranks";
-  for (const Dims* v : {&s.window_strides, &s.padding_low, &s.padding_high, &s.lhs_dilation,
-                        &s.rhs_dilation})
+  for (const Dims* v :
+       {&s.window_strides, &s.padding_low, &s.padding_high, &s.lhs_dilation, &s.rhs_dilation})
     if (static_cast<int>(v->size()) != n) return "window attribute sizes != spatial rank";
-  if (!AllPositive(s.window_strides) || !AllPositive(s.lhs_dilation) || !AllPositive(s.rhs_dilation))
+  if (!AllPositive(s.window_strides) || !AllPositive(s.lhs_dilation) ||
+      !AllPositive(s.rhs_dilation))
     return "strides and dilations must be >= 1";
   if (!IsPermutation(rank, dn.input_spatial, {dn.input_batch, dn.input_feature}) ||
-      !IsPermutation(rank, dn.kernel_spatial, {dn.kernel_input_feature, dn.kernel_output_feature}) ||
+      !IsPermutation(rank, dn.kernel_spatial,
+                     {dn.kernel_input_feature, dn.kernel_output_feature}) ||
       !IsPermutation(rank, dn.output_spatial, {dn.output_batch, dn.output_feature}))
     return "dimension numbers are not a permutation";
   int64_t fgc = s.feature_group_count, bgc = s.batch_group_count;
   if (fgc < 1 || bgc < 1 || (fgc > 1 && bgc > 1)) return "invalid group counts";
   int64_t in_batch = lhs.dims[dn.input_batch], in_feat = lhs.dims[dn.input_feature];
   int64_t k_in = rhs.dims[dn.kernel_input_feature], k_out = rhs.dims[dn.kernel_output_feature];
-  if (in_feat % fgc != 0 || in_feat / fgc != k_in) return "input features != kernel input features * groups";
+  if (in_feat % fgc != 0 || in_feat / fgc != k_in)
+    return "input features != kernel input features * groups";
   if (in_batch % bgc != 0 || k_out % bgc != 0 || k_out % fgc != 0)
     return "group count does not divide the batch or output features";
   out->assign(static_cast<size_t>(rank), int64_t{0});
   (*out)[dn.output_batch] = in_batch / bgc;
   (*out)[dn.output_feature] = k_out;
   for (int i = 0; i < n; ++i)
-    (*out)[dn.output_spatial[i]] =
-        WindowOutputSize(lhs.dims[dn.input_spatial[i]], s.lhs_dilation[i], s.padding_low[i],
-                         s.padding_high[i], rhs.dims[dn.kernel_spatial[i]], s.rhs_dilation[i],
-                         s.window_strides[i]);
+    (*out)[dn.output_spatial[i]] = WindowOutputSize(
+        lhs.dims[dn.input_spatial[i]], s.lhs_dilation[i], s.padding_low[i], s.padding_high[i],
+        rhs.dims[dn.kernel_spatial[i]], s.rhs_dilation[i], s.window_strides[i]);
   return "";
 }
 
@@ -187,9 +189,9 @@ std::string ReduceWindowShape(const TensorType& x, const WindowSpec& w, Dims* ou
     return "window sizes, strides and dilations must be >= 1";
   out->assign(static_cast<size_t>(rank), int64_t{0});
   for (int i = 0; i < rank; ++i)
-    (*out)[i] = WindowOutputSize(x.dims[i], w.base_dilations[i], w.padding_low[i],
-                                 w.padding_high[i], w.dimensions[i], w.window_dilations[i],
-                                 w.strides[i]);
+    (*out)[i] =
+        WindowOutputSize(x.dims[i], w.base_dilations[i], w.padding_low[i], w.padding_high[i],
+                         w.dimensions[i], w.window_dilations[i], w.strides[i]);
   return "";
 }
 

@@ -55,8 +55,8 @@ int64_t WindowOutputSize(int64_t in, int64_t base_dilation, int64_t pad_low, int
                          int64_t window, int64_t window_dilation, int64_t stride);
 
 // Result shapes, or an error message (empty on success) for invalid attributes.
-std::string ConvolutionShape(const TensorType& lhs, const TensorType& rhs,
-                             const ConvolutionSpec& s, Dims* out);
+std::string ConvolutionShape(const TensorType& lhs, const TensorType& rhs, const ConvolutionSpec& s,
+                             Dims* out);
 std::string ReduceWindowShape(const TensorType& x, const WindowSpec& w, Dims* out);
 
 }  // namespace tpu

@@ -18,9 +18,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "oneapi/dnnl/dnnl.hpp"
-
 #include "base/hash.h"
+#include "oneapi/dnnl/dnnl.hpp"
 #include "runtime/host/conv_util.h"
 
 namespace tpu::host {
@@ -78,7 +77,8 @@ int64_t SpatialSize(const View& v) {
 
 // Clips negative padding into the lhs view and drops the lhs tail no window reaches, so that
 // the padded extent is exactly what the output needs (oneDNN wants consistent sizes).
-bool FitLhs(const ConvolutionSpec& s, View& L, const View& R, const View& Y, dims_t& pl, dims_t& pr) {
+bool FitLhs(const ConvolutionSpec& s, View& L, const View& R, const View& Y, dims_t& pl,
+            dims_t& pr) {
   int n = s.spatial_rank();
   for (int d = 0; d < n; ++d) {
     int64_t lo = s.padding_low[d], hi = s.padding_high[d], k = R.dims[2 + d];
@@ -180,7 +180,7 @@ bool PlanProblem(const ConvolutionSpec& s, View L, View R, View Y, Problem* p,
     p->dilates.push_back(s.rhs_dilation[d] - 1);
   }
   int64_t O = R.dims[0], G = fgc;
-  View rev = Grouped(R, G);  // [G, O/G, I, k...]
+  View rev = Grouped(R, G);        // [G, O/G, I, k...]
   rev = Permuted(rev, 0, 2, [&] {  // [G, I, O/G, k...]
     Dims rest{1};
     for (int d = 0; d < n; ++d) rest.push_back(3 + d);
@@ -206,10 +206,14 @@ bool PlanProblem(const ConvolutionSpec& s, View L, View R, View Y, Problem* p,
 
 dt DnnlType(DType t) {
   switch (t) {
-    case DType::kF32: return dt::f32;
-    case DType::kBF16: return dt::bf16;
-    case DType::kF16: return dt::f16;
-    default: return dt::undef;
+    case DType::kF32:
+      return dt::f32;
+    case DType::kBF16:
+      return dt::bf16;
+    case DType::kF16:
+      return dt::f16;
+    default:
+      return dt::undef;
   }
 }
 
@@ -293,8 +297,8 @@ std::shared_ptr<Entry> Create(const Problem& p, dt ct, const dnnl::engine& eng) 
     e->inner[2] = pd.diff_dst_desc();
     e->prim = dnnl::convolution_backward_data(pd);
   } else {
-    dnnl::convolution_backward_weights::desc bwd(alg, any[0], any[1], any[2], p.strides,
-                                                 p.dilates, p.pad_l, p.pad_r);
+    dnnl::convolution_backward_weights::desc bwd(alg, any[0], any[1], any[2], p.strides, p.dilates,
+                                                 p.pad_l, p.pad_r);
     dnnl::convolution_backward_weights::primitive_desc pd(bwd, eng, fpd);
     e->inner[0] = pd.src_desc();
     e->inner[1] = pd.diff_weights_desc();
@@ -304,8 +308,9 @@ std::shared_ptr<Entry> Create(const Problem& p, dt ct, const dnnl::engine& eng) 
   for (int r = 0; r < 3; ++r) {
     if (e->inner[r] == e->user[r]) continue;
     bool out = r == p.out_role();
-    e->reorder[r] = out ? dnnl::reorder(dnnl::reorder::primitive_desc(eng, e->inner[r], eng, e->user[r]))
-                        : dnnl::reorder(dnnl::reorder::primitive_desc(eng, e->user[r], eng, e->inner[r]));
+    e->reorder[r] =
+        out ? dnnl::reorder(dnnl::reorder::primitive_desc(eng, e->inner[r], eng, e->user[r]))
+            : dnnl::reorder(dnnl::reorder::primitive_desc(eng, e->user[r], eng, e->inner[r]));
   }
   return e;
 }
@@ -322,7 +327,8 @@ Status Execute(const Problem& p) {
       e = Create(p, DnnlType(in_t), eng.engine);
     } catch (const dnnl::error& err) {
       // Unimplemented sends the problem to the reference loops.
-      if (in_t == DType::kF32) return Unimplemented(std::string("oneDNN convolution: ") + err.what());
+      if (in_t == DType::kF32)
+        return Unimplemented(std::string("oneDNN convolution: ") + err.what());
       // No kernel for this dtype on this CPU: compute in float32 (the reorders convert).
       try {
         e = Create(p, dt::f32, eng.engine);
@@ -334,10 +340,9 @@ Status Execute(const Problem& p) {
   }
   Entry& e = *it->second;
   const View* views[3] = {&p.src, &p.wei, &p.dst};
-  static const int kArgs[3][3] = {
-      {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
-      {DNNL_ARG_DIFF_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_DST},
-      {DNNL_ARG_SRC, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_DST}};
+  static const int kArgs[3][3] = {{DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
+                                  {DNNL_ARG_DIFF_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_DST},
+                                  {DNNL_ARG_SRC, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_DST}};
   int out = p.out_role();
   std::unordered_map<int, dnnl::memory> args;
   dnnl::memory user[3], inner[3];

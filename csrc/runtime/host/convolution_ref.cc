@@ -82,8 +82,10 @@ Status ReferenceConvolution(const ConvolutionSpec& s, const View& lhs, const Vie
   int64_t n = Y.NumElements();
   if (n == 0) return Status::Ok();
   std::vector<char> result(n * 8);
-  if (acc == DType::kF64) Loop<double>(s, L, R, Y, reinterpret_cast<double*>(result.data()));
-  else Loop<int64_t>(s, L, R, Y, reinterpret_cast<int64_t*>(result.data()));
+  if (acc == DType::kF64)
+    Loop<double>(s, L, R, Y, reinterpret_cast<double*>(result.data()));
+  else
+    Loop<int64_t>(s, L, R, Y, reinterpret_cast<int64_t*>(result.data()));
   View src{result.data(), acc, Y.dims, ContiguousStrides(Y.dims)};
   return CopyView(src, Y);
 }

@@ -3,6 +3,7 @@
 // through the reference loops), plus layouts given by dimension numbers and strided bindings.
 // Values are small multiples of 1/4, so every sum is exact and results compare with ==.
 #include <cstdint>
+#include <ostream>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -20,6 +21,14 @@ struct ConvCase {
   Dims in, kernel, stride, padding, dilation;
 };
 
+// Readable test names on failure.
+void PrintTo(const ConvCase& k, std::ostream* os) {
+  *os << "n=" << k.n << " c=" << k.c << " o=" << k.o << " groups=" << k.groups
+      << " in=" << DimsToString(k.in) << " kernel=" << DimsToString(k.kernel)
+      << " stride=" << DimsToString(k.stride) << " padding=" << DimsToString(k.padding)
+      << " dilation=" << DimsToString(k.dilation);
+}
+
 int64_t Prod(const Dims& d) {
   int64_t p = 1;
   for (int64_t v : d) p *= v;
@@ -29,7 +38,8 @@ int64_t Prod(const Dims& d) {
 Dims OutSpatial(const ConvCase& k) {
   Dims out;
   for (size_t d = 0; d < k.in.size(); ++d)
-    out.push_back((k.in[d] + 2 * k.padding[d] - k.dilation[d] * (k.kernel[d] - 1) - 1) / k.stride[d] + 1);
+    out.push_back(
+        (k.in[d] + 2 * k.padding[d] - k.dilation[d] * (k.kernel[d] - 1) - 1) / k.stride[d] + 1);
   return out;
 }
 
@@ -85,8 +95,10 @@ std::vector<E> Values(int64_t n, int salt) {
   std::vector<E> v(n);
   for (int64_t i = 0; i < n; ++i) {
     float f = SmallValue(i, salt);
-    if constexpr (sizeof(E) == 2) v[i] = ToBf16(f);
-    else v[i] = static_cast<E>(f);
+    if constexpr (sizeof(E) == 2)
+      v[i] = ToBf16(f);
+    else
+      v[i] = static_cast<E>(f);
   }
   return v;
 }
@@ -95,8 +107,10 @@ template <typename E>
 std::vector<float> AsFloat(const std::vector<E>& v) {
   std::vector<float> r(v.size());
   for (size_t i = 0; i < v.size(); ++i) {
-    if constexpr (sizeof(E) == 2) r[i] = FromBf16(v[i]);
-    else r[i] = static_cast<float>(v[i]);
+    if constexpr (sizeof(E) == 2)
+      r[i] = FromBf16(v[i]);
+    else
+      r[i] = static_cast<float>(v[i]);
   }
   return r;
 }
@@ -106,7 +120,8 @@ std::vector<float> AsFloat(const std::vector<E>& v) {
 template <typename E, typename R>
 void CheckCase(const ConvCase& k, DType dt, DType rt) {
   Dims out = OutSpatial(k);
-  Dims xd = Cat({k.n, k.c}, k.in), wd = Cat({k.o, k.c / k.groups}, k.kernel), yd = Cat({k.n, k.o}, out);
+  Dims xd = Cat({k.n, k.c}, k.in), wd = Cat({k.o, k.c / k.groups}, k.kernel),
+       yd = Cat({k.n, k.o}, out);
   auto x = Values<E>(Prod(xd), 1), w = Values<E>(Prod(wd), 2), gy = Values<E>(Prod(yd), 3);
   Naive want = RunNaive(k, AsFloat(x), AsFloat(w), AsFloat(gy));
   ConvParams p{k.stride, k.padding, k.dilation, k.groups};
@@ -115,20 +130,23 @@ void CheckCase(const ConvCase& k, DType dt, DType rt) {
     Builder b;
     int xp = b.Param(T(dt, xd)), wp = b.Param(T(dt, wd));
     b.Result(ConvForward(b, xp, wp, p, rt));
-    ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, dt, xd), Bind(w, dt, wd)), Bindings(Bind(y, rt, yd))).ok());
+    ASSERT_TRUE(
+        RunProgram(b, Bindings(Bind(x, dt, xd), Bind(w, dt, wd)), Bindings(Bind(y, rt, yd))).ok());
   }
   {
     Builder b;
     int gp = b.Param(T(dt, yd)), wp = b.Param(T(dt, wd));
     b.Result(ConvInputGrad(b, gp, wp, p, k.in, rt));
-    Status s = RunProgram(b, Bindings(Bind(gy, dt, yd), Bind(w, dt, wd)), Bindings(Bind(gx, rt, xd)));
+    Status s =
+        RunProgram(b, Bindings(Bind(gy, dt, yd), Bind(w, dt, wd)), Bindings(Bind(gx, rt, xd)));
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
   {
     Builder b;
     int xp = b.Param(T(dt, xd)), gp = b.Param(T(dt, yd));
     b.Result(ConvWeightGrad(b, xp, gp, p, k.kernel, rt));
-    Status s = RunProgram(b, Bindings(Bind(x, dt, xd), Bind(gy, dt, yd)), Bindings(Bind(gw, rt, wd)));
+    Status s =
+        RunProgram(b, Bindings(Bind(x, dt, xd), Bind(gy, dt, yd)), Bindings(Bind(gw, rt, wd)));
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
   auto got = [](R v) { return static_cast<double>(v); };
@@ -151,13 +169,13 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, ConvTest,
     ::testing::Values(
         ConvCase{2, 3, 4, 1, {7, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}},
-        ConvCase{2, 3, 4, 1, {8, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 1}},   // rows no window reaches
-        ConvCase{1, 2, 3, 1, {9, 9}, {3, 3}, {1, 1}, {2, 2}, {2, 2}},   // dilation
-        ConvCase{2, 4, 6, 2, {6, 7}, {2, 3}, {2, 1}, {0, 1}, {1, 1}},   // groups
-        ConvCase{1, 4, 4, 4, {5, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}},   // depthwise
-        ConvCase{2, 4, 8, 1, {8, 8}, {1, 1}, {2, 2}, {0, 0}, {1, 1}},   // 1x1 downsample
-        ConvCase{1, 2, 2, 1, {5, 4}, {3, 2}, {1, 1}, {3, 2}, {1, 1}},   // padding > kernel extent
-        ConvCase{2, 3, 2, 1, {10}, {3}, {2}, {1}, {2}},                 // 1d
+        ConvCase{2, 3, 4, 1, {8, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 1}},  // rows no window reaches
+        ConvCase{1, 2, 3, 1, {9, 9}, {3, 3}, {1, 1}, {2, 2}, {2, 2}},  // dilation
+        ConvCase{2, 4, 6, 2, {6, 7}, {2, 3}, {2, 1}, {0, 1}, {1, 1}},  // groups
+        ConvCase{1, 4, 4, 4, {5, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}},  // depthwise
+        ConvCase{2, 4, 8, 1, {8, 8}, {1, 1}, {2, 2}, {0, 0}, {1, 1}},  // 1x1 downsample
+        ConvCase{1, 2, 2, 1, {5, 4}, {3, 2}, {1, 1}, {3, 2}, {1, 1}},  // padding > kernel extent
+        ConvCase{2, 3, 2, 1, {10}, {3}, {2}, {1}, {2}},                // 1d
         ConvCase{1, 2, 3, 1, {4, 5, 3}, {2, 3, 2}, {1, 2, 1}, {1, 0, 1}, {1, 1, 1}}));  // 3d
 
 // Operands in other layouts through dimension numbers: x as NHWC, w as HWIO, y as NHWC, the input
@@ -175,7 +193,8 @@ TEST(ConvLayoutTest, DimensionNumbersAndStridedBindings) {
   std::vector<float> xbig(N * H * W * 2 * C, 99.0f), wh(K * K * C * O), yn(N * out[0] * out[1] * O);
   for (int64_t b = 0; b < N; ++b)
     for (int64_t c = 0; c < C; ++c)
-      for (int64_t i = 0; i < H * W; ++i) xbig[(b * H * W + i) * 2 * C + 2 * c] = x[(b * C + c) * H * W + i];
+      for (int64_t i = 0; i < H * W; ++i)
+        xbig[(b * H * W + i) * 2 * C + 2 * c] = x[(b * C + c) * H * W + i];
   for (int64_t o = 0; o < O; ++o)
     for (int64_t c = 0; c < C; ++c)
       for (int64_t i = 0; i < K * K; ++i) wh[(i * C + c) * O + o] = w[(o * C + c) * K * K + i];
@@ -195,7 +214,8 @@ TEST(ConvLayoutTest, DimensionNumbersAndStridedBindings) {
   for (int64_t bb = 0; bb < N; ++bb)
     for (int64_t o = 0; o < O; ++o)
       for (int64_t i = 0; i < out[0] * out[1]; ++i)
-        ASSERT_EQ(yn[(bb * out[0] * out[1] + i) * O + o], want.y[(bb * O + o) * out[0] * out[1] + i]);
+        ASSERT_EQ(yn[(bb * out[0] * out[1] + i) * O + o],
+                  want.y[(bb * O + o) * out[0] * out[1] + i]);
 }
 
 TEST(ConvBuilderTest, RejectsInconsistentShapes) {

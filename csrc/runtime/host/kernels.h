@@ -1,6 +1,7 @@
 // Host executor kernels, one file per op family (elementwise.cc, reduce.cc, dot.cc,
-// convolution.cc, reduce_window.cc, data_movement.cc, gather_scatter.cc, rng.cc). Each kernel reads strided input views and
-// writes an output view; the executor (executor.cc) decides where values live.
+// convolution.cc, reduce_window.cc, data_movement.cc, gather_scatter.cc, rng.cc). Each kernel reads
+// strided input views and writes an output view; the executor (executor.cc) decides where values
+// live.
 #pragma once
 
 #include <vector>

@@ -83,13 +83,20 @@ void ForEachWindow(const Tables& t, const Dims (&strides)[N], int64_t begin, int
 template <typename T>
 inline T Combine(ReduceKind kind, T a, T b) {
   switch (kind) {
-    case ReduceKind::kAdd: return a + b;
-    case ReduceKind::kMul: return a * b;
-    case ReduceKind::kMax: return (a > b || a != a) ? a : b;  // NaN propagates
-    case ReduceKind::kMin: return (a < b || a != a) ? a : b;
-    case ReduceKind::kAnd: return (a != T(0)) && (b != T(0));
-    case ReduceKind::kOr: return (a != T(0)) || (b != T(0));
-    case ReduceKind::kReplace: return b;
+    case ReduceKind::kAdd:
+      return a + b;
+    case ReduceKind::kMul:
+      return a * b;
+    case ReduceKind::kMax:
+      return (a > b || a != a) ? a : b;  // NaN propagates
+    case ReduceKind::kMin:
+      return (a < b || a != a) ? a : b;
+    case ReduceKind::kAnd:
+      return (a != T(0)) && (b != T(0));
+    case ReduceKind::kOr:
+      return (a != T(0)) || (b != T(0));
+    case ReduceKind::kReplace:
+      return b;
   }
   return a;
 }
@@ -144,9 +151,12 @@ Status RunReduceWindow(const Op& op, const View& in, const View& init, const Vie
       });
     });
   };
-  if (acc == DType::kF32) run(float{});
-  else if (acc == DType::kF64) run(double{});
-  else run(int64_t{});
+  if (acc == DType::kF32)
+    run(float{});
+  else if (acc == DType::kF64)
+    run(double{});
+  else
+    run(int64_t{});
   View result{out_storage.data(), acc, out.dims, ContiguousStrides(out.dims)};
   return CopyView(result, out);
 }
@@ -170,7 +180,7 @@ Status RunArgReduceWindow(const Op& op, const View& in, const View& index, const
     ThreadPool::Get().ParallelFor(n, Grain(t), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         best[i] = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
-                                                        : std::numeric_limits<T>::lowest();
+                                                       : std::numeric_limits<T>::lowest();
         dst[i] = std::numeric_limits<int64_t>::max();
       }
       ForEachWindow(t, strides, b, e, [&](int64_t i, const int64_t* off, bool valid) {
@@ -186,9 +196,12 @@ Status RunArgReduceWindow(const Op& op, const View& in, const View& index, const
       });
     });
   };
-  if (x.dtype == DType::kF64) run(double{});
-  else if (x.dtype == DType::kF32) run(float{});
-  else run(int64_t{});
+  if (x.dtype == DType::kF64)
+    run(double{});
+  else if (x.dtype == DType::kF32)
+    run(float{});
+  else
+    run(int64_t{});
   return Status::Ok();
 }
 

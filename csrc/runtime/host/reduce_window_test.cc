@@ -18,9 +18,9 @@ const DType I64 = DType::kI64;
 
 // 2-d pooling over the last two dims of [N, H, W]: window k, stride s, padding p (low = high),
 // window dilation d. Padding reads `init`.
-std::vector<double> RefPool(const std::vector<float>& x, int64_t n, int64_t h, int64_t w,
-                            int64_t k, int64_t s, int64_t p, int64_t d, bool max, double init,
-                            int64_t* oh, int64_t* ow) {
+std::vector<double> RefPool(const std::vector<float>& x, int64_t n, int64_t h, int64_t w, int64_t k,
+                            int64_t s, int64_t p, int64_t d, bool max, double init, int64_t* oh,
+                            int64_t* ow) {
   *oh = (h + 2 * p - d * (k - 1) - 1) / s + 1;
   *ow = (w + 2 * p - d * (k - 1) - 1) / s + 1;
   std::vector<double> out;
@@ -69,7 +69,8 @@ TEST_P(PoolTest, MaxAndSumMatchLoops) {
     b.Result(b.ReduceWindow(xp, b.Constant(init, F), Pool2d(c.k, c.s, c.p, c.d),
                             max ? ReduceKind::kMax : ReduceKind::kAdd));
     std::vector<float> out(N * oh * ow);
-    ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, {N, H, W})), Bindings(Bind(out, F, {N, oh, ow}))).ok());
+    ASSERT_TRUE(
+        RunProgram(b, Bindings(Bind(x, F, {N, H, W})), Bindings(Bind(out, F, {N, oh, ow}))).ok());
     for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], static_cast<float>(want[i])) << i;
   }
 }

@@ -49,15 +49,17 @@ int WindowSum(Builder& b, int x, int dim, int64_t in, int64_t out) {
   Dims od{out};
   int acc = -1;
   for (int64_t j = 0; j < w.kmax; ++j) {
-    int pos = b.Binary(OpCode::kMinimum, b.Binary(OpCode::kAdd, w.start, nn::Fill(b, j, DType::kI64, od)),
-                       nn::Fill(b, in - 1, DType::kI64, od));
-    int g = b.Gather(x, b.Reshape(pos, {out, 1}), offset_dims, {dim}, {dim}, slice, /*checked=*/false);
+    int pos =
+        b.Binary(OpCode::kMinimum, b.Binary(OpCode::kAdd, w.start, nn::Fill(b, j, DType::kI64, od)),
+                 nn::Fill(b, in - 1, DType::kI64, od));
+    int g =
+        b.Gather(x, b.Reshape(pos, {out, 1}), offset_dims, {dim}, {dim}, slice, /*checked=*/false);
     if (j == 0) {  // every window has at least one element
       acc = g;
       continue;
     }
-    int valid = b.BroadcastInDim(b.Compare(CompareDirection::kLT, nn::Fill(b, j, DType::kI64, od), w.size),
-                                 rd, {dim});
+    int valid = b.BroadcastInDim(
+        b.Compare(CompareDirection::kLT, nn::Fill(b, j, DType::kI64, od), w.size), rd, {dim});
     acc = b.Binary(OpCode::kAdd, acc, b.Select(valid, g, nn::Fill(b, 0, t, rd)));
   }
   return acc;
@@ -78,8 +80,9 @@ int DivideByCounts(Builder& b, int x, int64_t in_h, int64_t in_w) {
 void CheckInput(const char* name, const at::Tensor& t) {
   int64_t ndim = t.dim();
   TORCH_CHECK(ndim == 3 || ndim == 4, name, "(): Expected 3D or 4D tensor, but got ", t.sizes());
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t.scalar_type()), "\"adaptive_avg_pool2d\" not implemented for '",
-                              t.scalar_type(), "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t.scalar_type()),
+                              "\"adaptive_avg_pool2d\" not implemented for '", t.scalar_type(),
+                              "'");
 }
 
 at::Tensor adaptive_avg_pool2d(const at::Tensor& self, at::IntArrayRef output_size) {
@@ -123,7 +126,8 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at:
   CheckSameDevice("adaptive_avg_pool2d_backward", {&grad_output, &self});
   CheckInput("adaptive_avg_pool2d_backward", self);
   int64_t ndim = grad_output.dim();
-  TORCH_CHECK(ndim == self.dim(), "adaptive_avg_pool2d_backward(): Expected 3D or 4D tensor, but got ",
+  TORCH_CHECK(ndim == self.dim(),
+              "adaptive_avg_pool2d_backward(): Expected 3D or 4D tensor, but got ",
               grad_output.sizes());
   for (int64_t i = 1; i < ndim; ++i)
     TORCH_CHECK(grad_output.size(i) > 0,
@@ -134,7 +138,8 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at:
               " for `grad_output` but got dtype ", grad_output.dtype());
   at::Tensor gi = EmptyLike(self.sizes(), self.scalar_type(), self);
   if (gi.numel() == 0) return gi;
-  int64_t h = self.size(-2), w = self.size(-1), oh = grad_output.size(-2), ow = grad_output.size(-1);
+  int64_t h = self.size(-2), w = self.size(-1), oh = grad_output.size(-2),
+          ow = grad_output.size(-1);
   int r = static_cast<int>(ndim);
   Lowering l("aten::_adaptive_avg_pool2d_backward");
   Builder& b = l.b();

@@ -32,11 +32,12 @@ struct Bn {
 Bn CheckBatchNorm(const char* name, const at::Tensor& input,
                   std::initializer_list<const at::Tensor*> params) {
   at::ScalarType t = input.scalar_type();
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"batch_norm\" not implemented for '", t, "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"batch_norm\" not implemented for '", t,
+                              "'");
   TORCH_CHECK(input.dim() >= 2, name, ": expected an input with at least 2 dimensions, got ",
               input.sizes());
-  TORCH_CHECK(input.numel() != 0, "input tensor must have at least one element, but got input_sizes = ",
-              input.sizes());
+  TORCH_CHECK(input.numel() != 0,
+              "input tensor must have at least one element, but got input_sizes = ", input.sizes());
   Bn s;
   s.dims = ToDims(input.sizes());
   s.c = input.size(1);
@@ -60,7 +61,9 @@ Bn CheckBatchNorm(const char* name, const at::Tensor& input,
 }
 
 // A per-channel value broadcast over the input's shape.
-int PerChannel(Builder& b, int v, const Bn& s) { return b.BroadcastInDim(b.Reshape(v, {s.c}), s.dims, {1}); }
+int PerChannel(Builder& b, int v, const Bn& s) {
+  return b.BroadcastInDim(b.Reshape(v, {s.c}), s.dims, {1});
+}
 
 // y (and, in training, the saved statistics and running-stat updates) into the given tensors.
 // save_mean/save_invstd are written only in training; running stats updated if defined.
@@ -93,7 +96,8 @@ void LowerForward(const char* op, const Bn& s, const at::Tensor& input, const at
     int keep = b.Binary(OpCode::kSubtract, nn::Fill(b, 1, ct, cd), m);
     auto blend = [&](int v, const at::Tensor& running) {
       int old = b.Reshape(l.Input(running, s.ct), cd);
-      int r = b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, m, v), b.Binary(OpCode::kMultiply, keep, old));
+      int r = b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, m, v),
+                       b.Binary(OpCode::kMultiply, keep, old));
       l.Output(b.Reshape(r, ToDims(running.sizes())), running);
     };
     if (rm.defined()) blend(mean, rm);
@@ -104,11 +108,13 @@ void LowerForward(const char* op, const Bn& s, const at::Tensor& input, const at
     invstd = b.Binary(OpCode::kDivide, nn::Fill(b, 1, ct, cd),
                       b.Unary(OpCode::kSqrt, b.Binary(OpCode::kAdd, var, eps_v)));
   }
-  int alpha = w.defined() ? b.Binary(OpCode::kMultiply, invstd, b.Reshape(l.Input(w, s.ct), cd)) : invstd;
+  int alpha =
+      w.defined() ? b.Binary(OpCode::kMultiply, invstd, b.Reshape(l.Input(w, s.ct), cd)) : invstd;
   int ma = b.Binary(OpCode::kMultiply, mean, alpha);
   int beta = bias.defined() ? b.Binary(OpCode::kSubtract, b.Reshape(l.Input(bias, s.ct), cd), ma)
                             : b.Unary(OpCode::kNegate, ma);
-  int y = b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, x, PerChannel(b, alpha, s)), PerChannel(b, beta, s));
+  int y = b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, x, PerChannel(b, alpha, s)),
+                   PerChannel(b, beta, s));
   l.Output(y, out);
   l.Run();
 }
@@ -132,27 +138,29 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
     const at::Tensor& input, const std::optional<at::Tensor>& w, const std::optional<at::Tensor>& b,
     const std::optional<at::Tensor>& rm, const std::optional<at::Tensor>& rv, bool training,
     double momentum, double eps) {
-  return BatchNorm("aten::native_batch_norm", input, Opt(w), Opt(b), Opt(rm), Opt(rv), training, momentum, eps);
+  return BatchNorm("aten::native_batch_norm", input, Opt(w), Opt(b), Opt(rm), Opt(rv), training,
+                   momentum, eps);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_legit(
     const at::Tensor& input, const std::optional<at::Tensor>& w, const std::optional<at::Tensor>& b,
     at::Tensor& rm, at::Tensor& rv, bool training, double momentum, double eps) {
-  return BatchNorm("aten::_native_batch_norm_legit", input, Opt(w), Opt(b), rm, rv, training, momentum, eps);
+  return BatchNorm("aten::_native_batch_norm_legit", input, Opt(w), Opt(b), rm, rv, training,
+                   momentum, eps);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_legit_no_stats(
     const at::Tensor& input, const std::optional<at::Tensor>& w, const std::optional<at::Tensor>& b,
     bool training, double momentum, double eps) {
-  return BatchNorm("aten::_native_batch_norm_legit", input, Opt(w), Opt(b), at::Tensor(), at::Tensor(),
-                   training, momentum, eps);
+  return BatchNorm("aten::_native_batch_norm_legit", input, Opt(w), Opt(b), at::Tensor(),
+                   at::Tensor(), training, momentum, eps);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_norm_with_update(
     const at::Tensor& input, const std::optional<at::Tensor>& w, const std::optional<at::Tensor>& b,
     at::Tensor& rm, at::Tensor& rv, double momentum, double eps) {
-  auto [out, mean, invstd] =
-      BatchNorm("aten::_batch_norm_with_update", input, Opt(w), Opt(b), rm, rv, true, momentum, eps);
+  auto [out, mean, invstd] = BatchNorm("aten::_batch_norm_with_update", input, Opt(w), Opt(b), rm,
+                                       rv, true, momentum, eps);
   // The reserve buffer is empty outside cuDNN/MIOpen.
   return {out, mean, invstd, at::empty({0}, input.options().dtype(at::kByte))};
 }
@@ -168,7 +176,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormBackward(
   const at::Tensor& mean_t = training ? save_mean : rm;
   const at::Tensor& var_t = training ? save_invstd : rv;
   TORCH_CHECK(mean_t.defined() && var_t.defined() && mean_t.numel() == s.c && var_t.numel() == s.c,
-              op, training ? ": expected save_mean and save_invstd with " : ": expected running_mean and running_var with ",
+              op,
+              training ? ": expected save_mean and save_invstd with "
+                       : ": expected running_mean and running_var with ",
               s.c, " elements");
   at::ScalarType param_t = w.defined() ? w.scalar_type() : mean_t.scalar_type();
   at::Tensor gx, gw, gb;
@@ -185,18 +195,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormBackward(
   int mean = b.Reshape(l.Input(mean_t, s.ct), cd);
   int invstd = b.Reshape(l.Input(var_t, s.ct), cd);
   if (!training)
-    invstd = b.Binary(OpCode::kDivide, nn::Fill(b, 1, ct, cd),
-                      b.Unary(OpCode::kSqrt, b.Binary(OpCode::kAdd, invstd, nn::Splat(l, eps, ct, cd))));
+    invstd =
+        b.Binary(OpCode::kDivide, nn::Fill(b, 1, ct, cd),
+                 b.Unary(OpCode::kSqrt, b.Binary(OpCode::kAdd, invstd, nn::Splat(l, eps, ct, cd))));
   int xc = b.Binary(OpCode::kSubtract, x, PerChannel(b, mean, s));
   int sum = nn::Sum(b, g, s.reduce);
   int dotp = nn::Sum(b, b.Binary(OpCode::kMultiply, xc, g), s.reduce);
   if (mask[0]) {
-    int scale = w.defined() ? b.Binary(OpCode::kMultiply, invstd, b.Reshape(l.Input(w, s.ct), cd)) : invstd;
+    int scale =
+        w.defined() ? b.Binary(OpCode::kMultiply, invstd, b.Reshape(l.Input(w, s.ct), cd)) : invstd;
     int r;
     if (training) {
       // ((g - sum / n) - xc * k) * invstd * w with k = dotp * invstd^2 / n
       int nv = nn::Fill(b, s.n, ct, cd);
-      int k = b.Binary(OpCode::kDivide, b.Binary(OpCode::kMultiply, b.Binary(OpCode::kMultiply, dotp, invstd), invstd), nv);
+      int k = b.Binary(
+          OpCode::kDivide,
+          b.Binary(OpCode::kMultiply, b.Binary(OpCode::kMultiply, dotp, invstd), invstd), nv);
       int gm = b.Binary(OpCode::kDivide, sum, nv);
       r = b.Binary(OpCode::kSubtract, b.Binary(OpCode::kSubtract, g, PerChannel(b, gm, s)),
                    b.Binary(OpCode::kMultiply, xc, PerChannel(b, k, s)));

@@ -16,7 +16,8 @@ namespace {
 
 // ATen passes one value per spatial dim, or a single value meant for all of them.
 Dims PerDim(at::IntArrayRef v, int64_t n, const char* what) {
-  TORCH_CHECK(static_cast<int64_t>(v.size()) == n || v.size() == 1, "expected ", what, " to be a single integer value or a list of ", n,
+  TORCH_CHECK(static_cast<int64_t>(v.size()) == n || v.size() == 1, "expected ", what,
+              " to be a single integer value or a list of ", n,
               " values to match the convolution dimensions, but got ", what, "=", v);
   Dims d;
   for (int64_t i = 0; i < n; ++i) d.push_back(v.size() == 1 ? v[0] : v[i]);
@@ -54,9 +55,9 @@ Conv Params(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef s
                 ", expected input", input.sizes(), " to have ", weight.size(0),
                 " channels, but got ", in_ch, " channels instead");
   } else {
-    TORCH_CHECK(weight.size(0) % groups == 0 && weight.size(1) * groups == in_ch, "Given groups=",
-                groups, ", weight of size ", weight.sizes(), ", expected input", input.sizes(),
-                " to have ", weight.size(1) * groups, " channels, but got ", in_ch,
+    TORCH_CHECK(weight.size(0) % groups == 0 && weight.size(1) * groups == in_ch,
+                "Given groups=", groups, ", weight of size ", weight.sizes(), ", expected input",
+                input.sizes(), " to have ", weight.size(1) * groups, " channels, but got ", in_ch,
                 " channels instead");
   }
   return c;
@@ -68,18 +69,21 @@ void CheckTypes(const at::Tensor& input, const at::Tensor& weight, const at::Ten
   TORCH_CHECK(!bias || !bias->defined() || bias->scalar_type() == input.scalar_type(),
               "Input type (", input.dtype(), ") and bias type (", bias->dtype(),
               ") should be the same");
-  TORCH_CHECK_NOT_IMPLEMENTED(input.scalar_type() != at::kBool && !at::isComplexType(input.scalar_type()),
-                              "\"convolution\" not implemented for '", input.scalar_type(), "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      input.scalar_type() != at::kBool && !at::isComplexType(input.scalar_type()),
+      "\"convolution\" not implemented for '", input.scalar_type(), "'");
 }
 
 // Spatial sizes of the forward (or transposed) convolution's output.
-Dims OutputSpatial(const at::Tensor& input, const at::Tensor& weight, const Conv& c, bool transposed) {
+Dims OutputSpatial(const at::Tensor& input, const at::Tensor& weight, const Conv& c,
+                   bool transposed) {
   Dims out;
   for (int64_t i = 0; i < c.spatial; ++i) {
     int64_t in = input.size(2 + i), k = weight.size(2 + i);
     int64_t ext = c.p.dilation[i] * (k - 1) + 1;
-    out.push_back(transposed ? (in - 1) * c.p.stride[i] - 2 * c.p.padding[i] + ext + c.output_padding[i]
-                             : (in + 2 * c.p.padding[i] - ext) / c.p.stride[i] + 1);
+    out.push_back(transposed
+                      ? (in - 1) * c.p.stride[i] - 2 * c.p.padding[i] + ext + c.output_padding[i]
+                      : (in + 2 * c.p.padding[i] - ext) / c.p.stride[i] + 1);
     TORCH_CHECK(out.back() > 0 || (!transposed && in + 2 * c.p.padding[i] >= ext),
                 "Calculated output size is too small: input ", input.sizes(), ", kernel ",
                 weight.sizes());
@@ -105,7 +109,8 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
               out_ch, " elements, but got bias of size ", bias.sizes(), " instead");
   Dims out_dims{input.size(0), out_ch};
   out_dims.insert(out_dims.end(), spatial.begin(), spatial.end());
-  at::Tensor out = EmptyLike(at::IntArrayRef(out_dims.data(), out_dims.size()), input.scalar_type(), input);
+  at::Tensor out =
+      EmptyLike(at::IntArrayRef(out_dims.data(), out_dims.size()), input.scalar_type(), input);
   if (out.numel() == 0) return out;
   Lowering l("aten::convolution");
   Builder& b = l.b();
@@ -113,7 +118,8 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
   int x = l.Input(input), w = l.Input(weight);
   int y = transposed ? ConvInputGrad(b, x, w, c.p, spatial, acc) : ConvForward(b, x, w, c.p, acc);
   if (bias.defined())
-    y = b.Binary(OpCode::kAdd, y, b.BroadcastInDim(l.Input(bias, OpMath(bias.scalar_type())), out_dims, {1}));
+    y = b.Binary(OpCode::kAdd, y,
+                 b.BroadcastInDim(l.Input(bias, OpMath(bias.scalar_type())), out_dims, {1}));
   l.Output(y, out);
   l.Run();
   return out;
@@ -125,14 +131,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     at::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> mask) {
   CheckSameDevice("convolution_backward", {&grad_output, &input, &weight});
   CheckTypes(input, weight, nullptr);
-  TORCH_CHECK(grad_output.scalar_type() == input.scalar_type(), "convolution_backward: grad_output type (",
-              grad_output.scalar_type(), ") and input type (", input.scalar_type(), ") should be the same");
+  TORCH_CHECK(grad_output.scalar_type() == input.scalar_type(),
+              "convolution_backward: grad_output type (", grad_output.scalar_type(),
+              ") and input type (", input.scalar_type(), ") should be the same");
   Conv c = Params(input, weight, stride, padding, dilation, transposed, output_padding, groups);
   Dims spatial = OutputSpatial(input, weight, c, transposed);
-  TORCH_CHECK(grad_output.dim() == input.dim() && grad_output.size(0) == input.size(0) &&
-                  grad_output.sizes().slice(2).equals(at::IntArrayRef(spatial.data(), spatial.size())),
-              "convolution_backward: grad_output of size ", grad_output.sizes(),
-              " does not match the convolution's output");
+  TORCH_CHECK(
+      grad_output.dim() == input.dim() && grad_output.size(0) == input.size(0) &&
+          grad_output.sizes().slice(2).equals(at::IntArrayRef(spatial.data(), spatial.size())),
+      "convolution_backward: grad_output of size ", grad_output.sizes(),
+      " does not match the convolution's output");
   at::Tensor gx, gw, gb;
   if (mask[0]) gx = EmptyLike(input.sizes(), input.scalar_type(), input);
   if (mask[1]) gw = EmptyLike(weight.sizes(), weight.scalar_type(), weight);
@@ -152,7 +160,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   Dims k_spatial(weight.sizes().begin() + 2, weight.sizes().end());
   if (mask[0]) {
     int w = l.Input(weight);
-    l.Output(transposed ? ConvForward(b, g, w, c.p, acc) : ConvInputGrad(b, g, w, c.p, in_spatial, acc), gx);
+    l.Output(
+        transposed ? ConvForward(b, g, w, c.p, acc) : ConvInputGrad(b, g, w, c.p, in_spatial, acc),
+        gx);
   }
   if (mask[1]) {
     int x = l.Input(input);

@@ -19,21 +19,25 @@ struct Gn {
   at::ScalarType ct, stat_t;
 };
 
-Gn CheckGroupNorm(const char* name, const at::Tensor& input, const at::Tensor& w, const at::Tensor& b,
-                  int64_t N, int64_t C, int64_t HxW, int64_t group) {
+Gn CheckGroupNorm(const char* name, const at::Tensor& input, const at::Tensor& w,
+                  const at::Tensor& b, int64_t N, int64_t C, int64_t HxW, int64_t group) {
   at::ScalarType t = input.scalar_type();
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"group_norm\" not implemented for '", t, "'");
-  TORCH_CHECK(group > 0 && C % group == 0,
-              "Expected number of channels in input to be divisible by num_groups, but got input of "
-              "shape ",
-              input.sizes(), " and num_groups=", group);
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"group_norm\" not implemented for '", t,
+                              "'");
+  TORCH_CHECK(
+      group > 0 && C % group == 0,
+      "Expected number of channels in input to be divisible by num_groups, but got input of "
+      "shape ",
+      input.sizes(), " and num_groups=", group);
   TORCH_CHECK(input.numel() == N * C * HxW, name, ": input of shape ", input.sizes(),
               " does not hold N * C * HxW = ", N, " * ", C, " * ", HxW, " elements");
   bool mixed = false;
   for (const at::Tensor* p : {&w, &b}) {
     if (!p->defined()) continue;
-    TORCH_CHECK(p->dim() == 1 && p->numel() == C, "Expected weight to be a vector of size equal to the number of ",
-                "channels in input, but got weight of shape ", p->sizes(), " and input of shape ", input.sizes());
+    TORCH_CHECK(p->dim() == 1 && p->numel() == C,
+                "Expected weight to be a vector of size equal to the number of ",
+                "channels in input, but got weight of shape ", p->sizes(), " and input of shape ",
+                input.sizes());
     if (p->scalar_type() == t) continue;
     TORCH_CHECK((t == at::kBFloat16 || t == at::kHalf) && p->scalar_type() == at::kFloat,
                 "mixed dtype (CPU): expect parameter to have scalar type of Float");
@@ -46,10 +50,11 @@ Gn CheckGroupNorm(const char* name, const at::Tensor& input, const at::Tensor& w
 // [N, G] -> [N, G, C/G, HxW]
 int PerGroup(Builder& b, int v, const Gn& s) { return b.BroadcastInDim(v, s.d4, {0, 1}); }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm(
-    const at::Tensor& input, const std::optional<at::Tensor>& w_opt,
-    const std::optional<at::Tensor>& b_opt, int64_t N, int64_t C, int64_t HxW, int64_t group,
-    double eps) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm(const at::Tensor& input,
+                                                          const std::optional<at::Tensor>& w_opt,
+                                                          const std::optional<at::Tensor>& b_opt,
+                                                          int64_t N, int64_t C, int64_t HxW,
+                                                          int64_t group, double eps) {
   const at::Tensor w = w_opt.value_or(at::Tensor()), bias = b_opt.value_or(at::Tensor());
   CheckSameDevice("native_group_norm", {&input, &w, &bias});
   Gn s = CheckGroupNorm("native_group_norm", input, w, bias, N, C, HxW, group);
@@ -78,12 +83,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm(
   // scale/shift per (n, g, c/g)
   Dims ngc{N, group, s.cg};
   int scale = b.BroadcastInDim(r, ngc, {0, 1});
-  if (w.defined()) scale = b.Binary(OpCode::kMultiply, scale, b.BroadcastInDim(b.Reshape(l.Input(w, s.ct), {group, s.cg}), ngc, {1, 2}));
+  if (w.defined())
+    scale = b.Binary(OpCode::kMultiply, scale,
+                     b.BroadcastInDim(b.Reshape(l.Input(w, s.ct), {group, s.cg}), ngc, {1, 2}));
   int shift = b.Binary(OpCode::kMultiply, scale, b.BroadcastInDim(mu, ngc, {0, 1}));
-  shift = bias.defined()
-              ? b.Binary(OpCode::kSubtract, b.BroadcastInDim(b.Reshape(l.Input(bias, s.ct), {group, s.cg}), ngc, {1, 2}), shift)
-              : b.Unary(OpCode::kNegate, shift);
-  int y = b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, x, b.BroadcastInDim(scale, s.d4, {0, 1, 2})),
+  shift =
+      bias.defined()
+          ? b.Binary(OpCode::kSubtract,
+                     b.BroadcastInDim(b.Reshape(l.Input(bias, s.ct), {group, s.cg}), ngc, {1, 2}),
+                     shift)
+          : b.Unary(OpCode::kNegate, shift);
+  int y = b.Binary(OpCode::kAdd,
+                   b.Binary(OpCode::kMultiply, x, b.BroadcastInDim(scale, s.d4, {0, 1, 2})),
                    b.BroadcastInDim(shift, s.d4, {0, 1, 2}));
   l.Output(b.Reshape(y, ToDims(input.sizes())), out);
   l.Output(mu, mean);
@@ -99,8 +110,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward(
   const at::Tensor w = w_opt.value_or(at::Tensor());
   CheckSameDevice("native_group_norm_backward", {&grad_out, &input, &mean, &rstd, &w});
   Gn s = CheckGroupNorm("native_group_norm_backward", input, w, at::Tensor(), N, C, HxW, group);
-  TORCH_CHECK(grad_out.sizes() == input.sizes(), "native_group_norm_backward: grad_output has shape ",
-              grad_out.sizes(), " but input has shape ", input.sizes());
+  TORCH_CHECK(grad_out.sizes() == input.sizes(),
+              "native_group_norm_backward: grad_output has shape ", grad_out.sizes(),
+              " but input has shape ", input.sizes());
   TORCH_CHECK(mean.numel() == N * group && rstd.numel() == N * group,
               "native_group_norm_backward: expected mean and rstd with ", N * group, " elements");
   at::ScalarType param_t = w.defined() ? w.scalar_type() : input.scalar_type();
@@ -132,20 +144,26 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward(
     int inv_count = nn::Fill(b, 1.0 / static_cast<double>(s.cg * HxW), ct, ng);
     // c2 = (db_g * mean - ds_g) * rstd^3 * s;  c3 = -c2 * mean - db_g * rstd * s
     int r3 = b.Binary(OpCode::kMultiply, b.Binary(OpCode::kMultiply, r, r), r);
-    int c2 = b.Binary(OpCode::kMultiply,
-                      b.Binary(OpCode::kMultiply, b.Binary(OpCode::kSubtract, b.Binary(OpCode::kMultiply, db_g, mu), ds_g), r3),
-                      inv_count);
-    int c3 = b.Binary(OpCode::kSubtract, b.Unary(OpCode::kNegate, b.Binary(OpCode::kMultiply, c2, mu)),
-                      b.Binary(OpCode::kMultiply, b.Binary(OpCode::kMultiply, db_g, r), inv_count));
-    int rw = b.BroadcastInDim(b.Binary(OpCode::kMultiply, b.BroadcastInDim(r, ngc, {0, 1}), wv), s.d4, {0, 1, 2});
+    int c2 = b.Binary(
+        OpCode::kMultiply,
+        b.Binary(OpCode::kMultiply,
+                 b.Binary(OpCode::kSubtract, b.Binary(OpCode::kMultiply, db_g, mu), ds_g), r3),
+        inv_count);
+    int c3 =
+        b.Binary(OpCode::kSubtract, b.Unary(OpCode::kNegate, b.Binary(OpCode::kMultiply, c2, mu)),
+                 b.Binary(OpCode::kMultiply, b.Binary(OpCode::kMultiply, db_g, r), inv_count));
+    int rw = b.BroadcastInDim(b.Binary(OpCode::kMultiply, b.BroadcastInDim(r, ngc, {0, 1}), wv),
+                              s.d4, {0, 1, 2});
     int dx = b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, rw, g),
-                      b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, PerGroup(b, c2, s), x), PerGroup(b, c3, s)));
+                      b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, PerGroup(b, c2, s), x),
+                               PerGroup(b, c3, s)));
     l.Output(b.Reshape(dx, ToDims(input.sizes())), gx);
   }
   if (mask[1]) {
     // sum_n (ds - db * mean) * rstd
     int t = b.Binary(OpCode::kMultiply,
-                     b.Binary(OpCode::kSubtract, ds, b.Binary(OpCode::kMultiply, db, b.BroadcastInDim(mu, ngc, {0, 1}))),
+                     b.Binary(OpCode::kSubtract, ds,
+                              b.Binary(OpCode::kMultiply, db, b.BroadcastInDim(mu, ngc, {0, 1}))),
                      b.BroadcastInDim(r, ngc, {0, 1}));
     l.Output(b.Reshape(nn::Sum(b, t, {0}), {C}), gw);
   }

@@ -124,9 +124,10 @@ std::tuple<at::Tensor&, at::Tensor&> max_pool2d_with_indices_out(
   l.Output(b.ReduceWindow(x, b.Constant(Lowest(t), t), w, ReduceKind::kMax), out);
   // The flat index h * W + w of every input element, broadcast over the leading dims (a view).
   TensorType plane{DType::kI64, Spatial(q)};
-  int flat = b.Binary(OpCode::kAdd,
-                      b.Binary(OpCode::kMultiply, b.Iota(plane, 0), nn::Fill(b, q.in[1], DType::kI64, plane.dims)),
-                      b.Iota(plane, 1));
+  int flat = b.Binary(
+      OpCode::kAdd,
+      b.Binary(OpCode::kMultiply, b.Iota(plane, 0), nn::Fill(b, q.in[1], DType::kI64, plane.dims)),
+      b.Iota(plane, 1));
   Dims dims = ToDims(self.sizes());
   int index = b.BroadcastInDim(flat, dims, {q.rank - 2, q.rank - 1});
   l.Output(b.ArgReduceWindow(x, index, w), indices);
@@ -196,8 +197,7 @@ at::Tensor& max_pool2d_backward_out(const at::Tensor& grad_output, const at::Ten
 int Divisor(Lowering& l, const Pool& q, bool count_include_pad,
             std::optional<int64_t> divisor_override, DType ct, const Dims& dims) {
   Builder& b = l.b();
-  if (divisor_override.has_value())
-    return nn::Splat(l, *divisor_override, ct, dims);
+  if (divisor_override.has_value()) return nn::Splat(l, *divisor_override, ct, dims);
   // Ones over the region that counts: the padded input (include) or the input itself.
   Pool c = q;
   c.rank = 2;
@@ -229,10 +229,12 @@ at::Tensor AvgPool(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayR
   Builder& b = l.b();
   at::ScalarType cst = OpMath(self.scalar_type());
   DType ct = ToDType(cst);
-  int sum = b.ReduceWindow(l.Input(self, cst), b.Constant(0, ct), ForwardWindow(q), ReduceKind::kAdd);
+  int sum =
+      b.ReduceWindow(l.Input(self, cst), b.Constant(0, ct), ForwardWindow(q), ReduceKind::kAdd);
   Dims dims = ToDims(result.sizes());
-  l.Output(b.Binary(OpCode::kDivide, sum, Divisor(l, q, count_include_pad, divisor_override, ct, dims)),
-           result);
+  l.Output(
+      b.Binary(OpCode::kDivide, sum, Divisor(l, q, count_include_pad, divisor_override, ct, dims)),
+      result);
   l.Run();
   return result;
 }
@@ -258,7 +260,8 @@ at::Tensor AvgPoolBackward(const at::Tensor& grad_output, const at::Tensor& self
   CheckSameDevice("avg_pool2d_backward", {&grad_output, &self, &grad_input});
   CheckPoolDtype("avg_pool2d_backward", self, false);
   MetaOut<at::meta::structured_avg_pool2d_backward> m(grad_input);
-  m.meta(grad_output, self, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  m.meta(grad_output, self, kernel, stride, padding, ceil_mode, count_include_pad,
+         divisor_override);
   at::Tensor gi = m.out();
   if (gi.numel() == 0) return gi;
   Pool q = MakePool(self, kernel, stride, padding, {}, grad_output);
@@ -302,8 +305,8 @@ at::Tensor avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& 
 
 at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
                                     at::IntArrayRef kernel, at::IntArrayRef stride,
-                                    at::IntArrayRef padding, bool ceil_mode,
-                                    bool count_include_pad, std::optional<int64_t> divisor_override,
+                                    at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                                    std::optional<int64_t> divisor_override,
                                     at::Tensor& grad_input) {
   AvgPoolBackward(grad_output, self, kernel, stride, padding, ceil_mode, count_include_pad,
                   divisor_override, grad_input);
