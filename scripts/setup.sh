@@ -20,7 +20,8 @@ _TPU_APT_PACKAGES=(g++ cmake ninja-build ccache libdnnl-dev libhwy-dev libgtest-
 # name, and how pip is asked for it when it is missing
 _TPU_PY_PACKAGES=(
   "torch==2.13.0"
-  "numpy" "pytest" "expecttest" "hypothesis" "tqdm" "matplotlib"
+  "numpy" "pytest" "jax==0.10.2" "jaxlib==0.10.2" "expecttest" "hypothesis" "tqdm" "matplotlib"
+  "transformers"  # tests/python/test_hf.py (tiny random configs, nothing downloaded)
   "setuptools>=70.1"
 )
 

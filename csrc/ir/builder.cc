@@ -371,6 +371,21 @@ void Builder::Result(int v) {
 }
 
 StatusOr<Graph> Builder::Finish() {
+  TPU_ASSIGN_OR_RETURN(const Graph* g, FinishInPlace());
+  (void)g;
+  return std::move(graph_);
+}
+
+void Builder::Reset() {
+  graph_.params.clear();
+  graph_.ops.clear();
+  graph_.results.clear();
+  types_.clear();
+  param_index_.clear();
+  status_ = Status::Ok();
+}
+
+StatusOr<const Graph*> Builder::FinishInPlace() {
   if (!status_.ok()) return status_;
   // Renumber: parameters first, then ops in the order they were added.
   int np = graph_.num_params();
@@ -382,7 +397,7 @@ StatusOr<Graph> Builder::Finish() {
   for (int& r : graph_.results) r = remap[r];
   types_.clear();
   param_index_.clear();
-  return std::move(graph_);
+  return &graph_;
 }
 
 }  // namespace tpu

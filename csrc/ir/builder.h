@@ -70,6 +70,11 @@ class Builder {
   }
   const Status& status() const { return status_; }
   StatusOr<Graph> Finish();
+  // Like Finish(), but the graph stays in the builder (valid until Reset()), so a builder that is
+  // reused across ops keeps its allocations: the eager path builds one small graph per op.
+  StatusOr<const Graph*> FinishInPlace();
+  // Empties the builder, keeping its capacity.
+  void Reset();
 
  private:
   int Add(OpCode code, std::vector<int> operands, TensorType type, Attrs attrs = {});

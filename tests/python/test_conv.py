@@ -1,8 +1,7 @@
 """Convolutions on the device vs PyTorch's CPU: conv1d/2d/3d and conv_transpose1d/2d, forward and
 all three gradients, strides, padding (numbers and 'same'), dilation, groups (depthwise included),
-non-contiguous operands, float32, bfloat16 and float64, both eager modes, no CPU fallback; plus the
-printed programs run through XLA (when jax is installed) to check they are StableHLO with the
-same meaning.
+non-contiguous operands, float32, bfloat16 and float64, both eager modes, no CPU fallback. (The
+printed programs run on XLA in test_conv_xla.py.)
 
 Tolerances: float32 runs oneDNN on both sides, but with different algorithms and summation
 orders, so sums of products differ by float32 rounding of the terms' magnitudes: rtol=1e-5,
@@ -14,8 +13,6 @@ by one bfloat16 ulp (2**-8 relative): rtol=1.6e-2 with atol=2e-2 for near-zero v
 import pytest
 import torch
 import torch.nn.functional as F
-
-from xla_check import programs, run_on_xla, xla_backend
 
 F32 = dict(rtol=1e-5, atol=1e-5)
 BF16 = dict(rtol=1.6e-2, atol=2e-2)
@@ -163,20 +160,3 @@ def test_conv_errors_match_cpu():
     assert dev == "Input type (double) and weight type (float) should be the same"
     cpu, dev = _errors(F.conv_transpose2d, x, w)
     assert cpu == dev
-
-
-def test_programs_are_stablehlo_xla_agrees():
-    xla = xla_backend()
-    g = torch.Generator().manual_seed(9)
-    x, w, gy = _randn(2, 4, 9, 8, gen=g), _randn(6, 2, 3, 3, gen=g), _randn(2, 6, 5, 4, gen=g)
-    x, w, gy = x.to("tpu"), w.to("tpu"), gy.to("tpu")
-    y, progs = programs(lambda: F.conv2d(x, w, stride=2, padding=1, groups=2))
-    torch.testing.assert_close(run_on_xla(xla, progs["aten::convolution"], x, w)[0], y.cpu(), **F32)
-    grads, progs = programs(lambda: torch.ops.aten.convolution_backward(
-        gy, x, w, [0], [2, 2], [1, 1], [1, 1], False, [0, 0], 2, [True, True, True]))
-    # parameters: grad_output, weight (input gradient), input (weight gradient)
-    for got, want in zip(run_on_xla(xla, progs["aten::convolution_backward"], gy, w, x), grads):
-        torch.testing.assert_close(got, want.cpu(), **F32)
-    xt = _randn(2, 6, 4, 4, gen=g).to("tpu")
-    y, progs = programs(lambda: F.conv_transpose2d(xt, w, stride=2, padding=0, output_padding=1, groups=3))
-    torch.testing.assert_close(run_on_xla(xla, progs["aten::convolution"], xt, w)[0], y.cpu(), **F32)

@@ -15,8 +15,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from xla_check import programs, run_on_xla, xla_backend
-
 EXACT = dict(rtol=0, atol=0)
 F32 = dict(rtol=1e-5, atol=1e-5)
 BF16 = dict(rtol=1.6e-2, atol=1e-2)
@@ -135,29 +133,6 @@ def test_pooling_errors_match_cpu():
         with pytest.raises(err) as dev_err:
             fn(args[0].to("tpu"), *args[1:])
         assert str(dev_err.value) == str(cpu_err.value)
-
-
-def test_pooling_programs_are_stablehlo_xla_agrees():
-    xla = xla_backend()
-    x = torch.randint(0, 3, (2, 3, 9, 8), generator=torch.Generator().manual_seed(6)).float()
-    x[0, 0, 1, 1] = float("nan")
-    x = x.to("tpu")
-    (y, idx), progs = programs(lambda: F.max_pool2d(x, 3, 2, 1, ceil_mode=True, return_indices=True))
-    for got, want in zip(run_on_xla(xla, progs["aten::max_pool2d_with_indices"], x), (y, idx)):
-        torch.testing.assert_close(got, want.cpu(), **EXACT, equal_nan=True)
-    g = randn(*y.shape, seed=7).to("tpu")
-    gi, progs = programs(lambda: torch.ops.aten.max_pool2d_with_indices_backward(
-        g, x, [3, 3], [2, 2], [1, 1], [1, 1], True, idx))
-    got = run_on_xla(xla, progs["aten::max_pool2d_with_indices_backward"], idx, g)[0]
-    torch.testing.assert_close(got, gi.cpu(), **F32)
-    xf = randn(2, 3, 9, 8).to("tpu")
-    y, progs = programs(lambda: F.avg_pool2d(xf, 3, 2, 1, ceil_mode=True, count_include_pad=False))
-    torch.testing.assert_close(run_on_xla(xla, progs["aten::avg_pool2d"], xf)[0], y.cpu(), **F32)
-    g = randn(*y.shape, seed=8).to("tpu")
-    gi, progs = programs(lambda: torch.ops.aten.avg_pool2d_backward(g, xf, [3, 3], [2, 2], [1, 1], True, False, None))
-    torch.testing.assert_close(run_on_xla(xla, progs["aten::avg_pool2d_backward"], g)[0], gi.cpu(), **F32)
-    y, progs = programs(lambda: F.adaptive_avg_pool2d(xf, (4, 3)))
-    torch.testing.assert_close(run_on_xla(xla, progs["aten::_adaptive_avg_pool2d"], xf)[0], y.cpu(), **F32)
 
 
 # --- batch norm --------------------------------------------------------------------------------

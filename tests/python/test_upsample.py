@@ -1,6 +1,7 @@
 """upsample_nearest2d and upsample_bilinear2d (F.interpolate) on the device vs PyTorch's CPU: sizes
 and scale factors up and down, align_corners, values and gradients, float32, float64, bfloat16
-and (nearest) integers, both eager modes, no CPU fallback; the programs also run through XLA.
+and (nearest) uint8, both eager modes, no CPU fallback. (The programs run on XLA in
+test_conv_xla.py.)
 
 Tolerances: indices and weights are computed with CPU's float formulas, so nearest is exact and
 bilinear differs only by the rounding of its weighted sums: rtol=1e-5, atol=1e-6 (float64
@@ -9,8 +10,6 @@ rtol=1e-12); bfloat16 rounds once from float32 on both sides: one bfloat16 ulp, 
 import pytest
 import torch
 import torch.nn.functional as F
-
-from xla_check import programs, run_on_xla, xla_backend
 
 F32 = dict(rtol=1e-5, atol=1e-6)
 
@@ -65,21 +64,3 @@ def test_unsupported_dtypes_raise_like_cpu():
     with pytest.raises(NotImplementedError) as dev_err:
         F.interpolate(x.to("tpu"), scale_factor=2)
     assert str(dev_err.value) == str(cpu_err.value)
-
-
-def test_upsample_programs_are_stablehlo_xla_agrees():
-    xla = xla_backend()
-    x = torch.randn(2, 3, 5, 7, generator=torch.Generator().manual_seed(4)).to("tpu")
-    f32 = lambda v: torch.tensor(v, dtype=torch.float32)  # noqa: E731
-    # Parameters: the input, then each dim's source-index scale (a runtime float32 scalar):
-    # in / out for a size, 1 / scale_factor for a scale factor.
-    y, progs = programs(lambda: F.interpolate(x, size=(9, 4), mode="nearest"))
-    got = run_on_xla(xla, progs["aten::upsample_nearest2d"], x, f32(5) / f32(9), f32(7) / f32(4))[0]
-    torch.testing.assert_close(got, y.cpu(), rtol=0, atol=0)
-    y, progs = programs(lambda: F.interpolate(x, scale_factor=1.5, mode="bilinear"))
-    got = run_on_xla(xla, progs["aten::upsample_bilinear2d"], x, f32(1 / 1.5), f32(1 / 1.5))[0]
-    torch.testing.assert_close(got, y.cpu(), **F32)
-    g = torch.randn(y.shape, generator=torch.Generator().manual_seed(5)).to("tpu")
-    gi, progs = programs(lambda: torch.ops.aten.upsample_bilinear2d_backward(g, [7, 10], [2, 3, 5, 7], False, 1.5, 1.5))
-    got = run_on_xla(xla, progs["aten::upsample_bilinear2d_backward"], g, f32(1 / 1.5), f32(1 / 1.5))[0]
-    torch.testing.assert_close(got, gi.cpu(), **F32)
