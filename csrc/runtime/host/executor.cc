@@ -142,6 +142,18 @@ Status HostExecutor::Run(const Launch& launch) {
           case OpCode::kGather: TPU_RETURN_IF_ERROR(RunGather(op, in(0), in(1), out)); break;
           case OpCode::kScatter: TPU_RETURN_IF_ERROR(RunScatter(op, in(0), in(1), in(2), out)); break;
           case OpCode::kRngBitGenerator: TPU_RETURN_IF_ERROR(RunRngBits(op, in(0), out)); break;
+          case OpCode::kConvolution:
+            TPU_RETURN_IF_ERROR(RunConvolution(op, in(0), in(1), out));
+            break;
+          case OpCode::kReduceWindow:
+            TPU_RETURN_IF_ERROR(RunReduceWindow(op, in(0), in(1), out));
+            break;
+          case OpCode::kArgReduceWindow:
+            TPU_RETURN_IF_ERROR(RunArgReduceWindow(op, in(0), in(1), out));
+            break;
+          case OpCode::kReverse:
+            TPU_RETURN_IF_ERROR(RunReverse(op, in(0), out));
+            break;
           case OpCode::kParameterPlaceholder:
           case OpCode::kAbs: case OpCode::kNegate: case OpCode::kSign: case OpCode::kExp:
           case OpCode::kExpm1: case OpCode::kLog: case OpCode::kLog1p: case OpCode::kSqrt:
