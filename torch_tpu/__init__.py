@@ -56,6 +56,7 @@ from . import metrics  # noqa: E402
 from ._tpu_module import *  # noqa: E402,F401,F403
 from .modes import eager_mode, get_eager_mode, set_check_nan, set_eager_mode  # noqa: E402,F401
 from . import config  # noqa: E402,F401
+from . import data  # noqa: E402,F401
 
 __all__ = [
     "device",
@@ -65,4 +66,5 @@ __all__ = [
     "set_check_nan",
     "metrics",
     "config",
+    "data",
 ]

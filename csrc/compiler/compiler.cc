@@ -31,17 +31,36 @@ CompileCache& CompileCache::Get() {
 }
 
 StatusOr<ExecutablePtr> CompileCache::GetOrCompile(Graph&& graph, const char* name) {
+  return GetOrCompile(static_cast<const Graph&>(graph), name);
+}
+
+StatusOr<ExecutablePtr> CompileCache::GetOrCompile(const Graph& graph, const char* name) {
   static Counter* hits = GetCounter("compile_cache_hits");
   static Counter* misses = GetCounter("compile_cache_misses");
   static Counter* compiles = GetCounter("compiles");
   static Counter* compile_ns = GetCounter("compile_time_ns");
   uint64_t key = Fingerprint(graph);
+  // A small per-thread cache in front of the shared map: the eager path repeats the same few
+  // programs, and this skips the lock for them. Entries keep their Executable alive.
+  struct Recent {
+    uint64_t key = 0;
+    uint64_t generation = 0;
+    ExecutablePtr exe;
+  };
+  thread_local Recent recent[64];
+  Recent& slot = recent[key & 63];
+  uint64_t generation = generation_.load(std::memory_order_acquire);
+  if (slot.exe && slot.key == key && slot.generation == generation && StructurallyEqual(slot.exe->source, graph)) {
+    hits->Add();
+    return slot.exe;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = map_.find(key);
     // The structural comparison guards against fingerprint collisions.
     if (it != map_.end() && StructurallyEqual(it->second->source, graph)) {
       hits->Add();
+      slot = Recent{key, generation, it->second};
       return it->second;
     }
   }
@@ -49,7 +68,7 @@ StatusOr<ExecutablePtr> CompileCache::GetOrCompile(Graph&& graph, const char* na
   auto start = std::chrono::steady_clock::now();
   LogProgram(name, graph);
   Graph original = graph;
-  TPU_ASSIGN_OR_RETURN(ExecutablePtr exe, Compile(std::move(graph), key, name));
+  TPU_ASSIGN_OR_RETURN(ExecutablePtr exe, Compile(graph, key, name));
   const_cast<Executable&>(*exe).source = std::move(original);
   compiles->Add();
   compile_ns->Add(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -70,6 +89,7 @@ size_t CompileCache::size() const {
 }
 
 void CompileCache::Clear() {
+  generation_.fetch_add(1, std::memory_order_acq_rel);  // invalidates the per-thread caches
   std::lock_guard<std::mutex> lock(mu_);
   map_.clear();
   order_.clear();

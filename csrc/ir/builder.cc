@@ -317,6 +317,49 @@ int Builder::Scatter(int operand, int indices, int updates, const Dims& update_w
   return Add(OpCode::kScatter, {operand, indices, updates}, TypeOf(operand), std::move(a));
 }
 
+int Builder::Convolution(int lhs, int rhs, const ConvolutionSpec& spec, DType out) {
+  Check(TypeOf(lhs).dtype == TypeOf(rhs).dtype, "convolution operand types differ");
+  TensorType t{out, {}};
+  std::string err = ConvolutionShape(TypeOf(lhs), TypeOf(rhs), spec, &t.dims);
+  if (!err.empty()) Check(false, ("convolution: " + err).c_str());
+  return Add(OpCode::kConvolution, {lhs, rhs}, std::move(t), spec.ToAttrs());
+}
+
+int Builder::ReduceWindow(int x, int init, const WindowSpec& window, ReduceKind kind) {
+  const TensorType& in = TypeOf(x);
+  Check(TypeOf(init).rank() == 0 && TypeOf(init).dtype == in.dtype, "reduce_window init type");
+  Check(kind != ReduceKind::kReplace, "reduce_window needs a reducer");
+  TensorType t{in.dtype, {}};
+  std::string err = ReduceWindowShape(in, window, &t.dims);
+  if (!err.empty()) Check(false, ("reduce_window: " + err).c_str());
+  Attrs a = window.ToAttrs();
+  a.kind = static_cast<int64_t>(kind);
+  return Add(OpCode::kReduceWindow, {x, init}, std::move(t), std::move(a));
+}
+
+int Builder::ArgReduceWindow(int x, int index, const WindowSpec& window) {
+  const TensorType& in = TypeOf(x);
+  Check(TypeOf(index).dtype == DType::kI64 && TypeOf(index).dims == in.dims,
+        "arg_reduce_window index must be i64 of the operand's shape");
+  Check(in.dtype != DType::kBool, "arg_reduce_window operand must be a number");
+  TensorType t{DType::kI64, {}};
+  std::string err = ReduceWindowShape(in, window, &t.dims);
+  if (!err.empty()) Check(false, ("arg_reduce_window: " + err).c_str());
+  Attrs a = window.ToAttrs();
+  a.kind = static_cast<int64_t>(ReduceKind::kMax);
+  return Add(OpCode::kArgReduceWindow, {x, index}, std::move(t), std::move(a));
+}
+
+int Builder::Reverse(int x, const Dims& dims) {
+  std::vector<bool> seen(TypeOf(x).rank(), false);
+  for (int64_t d : dims)
+    if (Check(d >= 0 && d < TypeOf(x).rank() && !seen[d], "reverse dimension invalid"))
+      seen[d] = true;
+  Attrs a;
+  a.a = dims;
+  return Add(OpCode::kReverse, {x}, TypeOf(x), std::move(a));
+}
+
 int Builder::RngBits(int state, const Dims& dims) {
   Check(TypeOf(state) == (TensorType{DType::kU64, {2}}), "rng state must be tensor<2xui64>");
   return Add(OpCode::kRngBitGenerator, {state}, TensorType{DType::kU32, dims});
@@ -328,6 +371,21 @@ void Builder::Result(int v) {
 }
 
 StatusOr<Graph> Builder::Finish() {
+  TPU_ASSIGN_OR_RETURN(const Graph* g, FinishInPlace());
+  (void)g;
+  return std::move(graph_);
+}
+
+void Builder::Reset() {
+  graph_.params.clear();
+  graph_.ops.clear();
+  graph_.results.clear();
+  types_.clear();
+  param_index_.clear();
+  status_ = Status::Ok();
+}
+
+StatusOr<const Graph*> Builder::FinishInPlace() {
   if (!status_.ok()) return status_;
   // Renumber: parameters first, then ops in the order they were added.
   int np = graph_.num_params();
@@ -339,7 +397,7 @@ StatusOr<Graph> Builder::Finish() {
   for (int& r : graph_.results) r = remap[r];
   types_.clear();
   param_index_.clear();
-  return std::move(graph_);
+  return &graph_;
 }
 
 }  // namespace tpu

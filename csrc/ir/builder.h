@@ -7,6 +7,7 @@
 
 #include "base/status.h"
 #include "ir/graph.h"
+#include "ir/window.h"
 
 namespace tpu {
 
@@ -45,6 +46,15 @@ class Builder {
   int Scatter(int operand, int indices, int updates, const Dims& update_window_dims,
               const Dims& inserted_window_dims, const Dims& scatter_dims_to_operand,
               ReduceKind combiner, bool checked = true);
+  // StableHLO convolution; `out` is the result element type (float32 for bfloat16 operands keeps
+  // the accumulation unrounded until the caller converts).
+  int Convolution(int lhs, int rhs, const ConvolutionSpec& spec, DType out);
+  int ReduceWindow(int x, int init, const WindowSpec& window, ReduceKind kind);
+  // For each window: the `index` element at the window's maximum of x (ties: the smallest index;
+  // NaN wins, and of several NaNs the largest index: PyTorch's max-pool scan order). x and index
+  // have one shape; index is i64. Padding takes part as (lowest value, INT64_MAX).
+  int ArgReduceWindow(int x, int index, const WindowSpec& window);
+  int Reverse(int x, const Dims& dims);
   int RngBits(int state, const Dims& dims);  // ui32 Philox bits; state: ui64[2] {seed, offset}
   void Result(int v);
 
@@ -60,6 +70,11 @@ class Builder {
   }
   const Status& status() const { return status_; }
   StatusOr<Graph> Finish();
+  // Like Finish(), but the graph stays in the builder (valid until Reset()), so a builder that is
+  // reused across ops keeps its allocations: the eager path builds one small graph per op.
+  StatusOr<const Graph*> FinishInPlace();
+  // Empties the builder, keeping its capacity.
+  void Reset();
 
  private:
   int Add(OpCode code, std::vector<int> operands, TensorType type, Attrs attrs = {});

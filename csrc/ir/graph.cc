@@ -65,7 +65,7 @@ uint64_t Fingerprint(const Graph& g) {
     for (int o : op.operands) h = HashMix(h, static_cast<uint64_t>(o));
     h = HashType(h, op.type);
     const Attrs& a = op.attrs;
-    h = HashDims(HashDims(HashDims(HashDims(h, a.a), a.b), a.c), a.d);
+    h = HashDims(HashDims(HashDims(HashDims(HashDims(h, a.a), a.b), a.c), a.d), a.e);
     h = HashMix(h, static_cast<uint64_t>(a.i));
     h = HashMix(h, static_cast<uint64_t>(a.kind));
     h = HashBytes(h, &a.f, sizeof(double));

@@ -43,13 +43,15 @@ const char* CompareDirectionName(CompareDirection d);
 //            i = index_vector_dim, kind = ReduceKind (combiner; kReplace overwrites)
 //            | 256 when out-of-range indices are errors (else skipped)
 //   rng_bit_generator: (operand: ui64[2] state {seed, offset}) Philox bits
+//   convolution, reduce_window, arg_reduce_window: see ir/window.h
 struct Attrs {
-  Dims a, b, c, d;
+  Dims a, b, c, d, e;
   int64_t i = 0;
   int64_t kind = 0;
   double f = 0.0;
   bool operator==(const Attrs& o) const {
-    return a == o.a && b == o.b && c == o.c && d == o.d && i == o.i && kind == o.kind && f == o.f;
+    return a == o.a && b == o.b && c == o.c && d == o.d && e == o.e && i == o.i && kind == o.kind &&
+           f == o.f;
   }
 };
 

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "ir/window.h"
+
 namespace tpu {
 namespace {
 
@@ -62,6 +64,35 @@ std::string ArgInitLiteral(DType dtype, bool is_max) {
   if (bits == 64) return is_max ? "-9223372036854775808" : "9223372036854775807";
   int64_t hi = (int64_t{1} << (bits - 1)) - 1;
   return std::to_string(is_max ? -hi - 1 : hi);
+}
+
+// dense<[[lo, hi], ...]> : tensor<Nx2xi64>
+std::string Padding(const Dims& lo, const Dims& hi) {
+  std::string s = "dense<[";
+  for (size_t i = 0; i < lo.size(); ++i)
+    s += (i ? ", [" : "[") + std::to_string(lo[i]) + ", " + std::to_string(hi[i]) + "]";
+  return s + "]> : tensor<" + std::to_string(lo.size()) + "x2xi64>";
+}
+
+// One operand of #stablehlo.conv<...>: per dimension its role (b/f, i/o) or spatial number.
+std::string ConvLayout(int64_t first, const char* first_name, int64_t second,
+                       const char* second_name, const Dims& spatial) {
+  std::vector<std::string> role(spatial.size() + 2);
+  role[first] = first_name;
+  role[second] = second_name;
+  for (size_t i = 0; i < spatial.size(); ++i) role[spatial[i]] = std::to_string(i);
+  std::string s = "[";
+  for (size_t i = 0; i < role.size(); ++i) s += (i ? ", " : "") + role[i];
+  return s + "]";
+}
+
+std::string WindowAttrs(const Attrs& a) {
+  WindowSpec w = WindowSpec::FromAttrs(a);
+  return "{base_dilations = " + I64Array(w.base_dilations) +
+         ", padding = " + Padding(w.padding_low, w.padding_high) +
+         ", window_dilations = " + I64Array(w.window_dilations) +
+         ", window_dimensions = " + I64Array(w.dimensions) +
+         ", window_strides = " + I64Array(w.strides) + "}";
 }
 
 const char* ReducerOp(ReduceKind k) {
@@ -198,6 +229,54 @@ class Printer {
         names_[v] = name + "#1";
         return;
       }
+      case OpCode::kArgReduceWindow: {
+        // Variadic reduce_window over (values, indices); the reducer orders candidates by value
+        // (NaN highest), ties by the smaller index, NaNs among themselves by the larger index.
+        const TensorType& in = g_.TypeOf(op.operands[0]);
+        std::string vt = TensorType{in.dtype, {}}.ToString();
+        std::string st = TensorType{DType::kI64, {}}.ToString();
+        std::string id = std::to_string(i);
+        auto cmp = [&](const char* out, const char* x, const char* y, const char* dir,
+                       const std::string& t) {
+          os_ << "      %" << out << " = \"stablehlo.compare\"(%" << x << ", %" << y
+              << ") {comparison_direction = #stablehlo<comparison_direction " << dir << ">} : ("
+              << t << ", " << t << ") -> tensor<i1>\n";
+        };
+        auto logic = [&](const char* out, const char* opname, const char* x, const char* y) {
+          os_ << "      %" << out << " = \"stablehlo." << opname << "\"(%" << x << ", %" << y
+              << ") : (tensor<i1>, tensor<i1>) -> tensor<i1>\n";
+        };
+        os_ << "%vinit" << id << " = stablehlo.constant dense<" << ArgInitLiteral(in.dtype, true)
+            << "> : " << vt << "\n    %iinit" << id
+            << " = stablehlo.constant dense<9223372036854775807> : " << st << "\n    " << name
+            << ":2 = \"stablehlo.reduce_window\"(" << Operands(op) << ", %vinit" << id << ", %iinit"
+            << id << ") ({\n    ^bb0(%av: " << vt << ", %ai: " << st << ", %bv: " << vt
+            << ", %bi: " << st << "):\n";
+        cmp("gt", "av", "bv", "GT", vt);
+        cmp("eqv", "av", "bv", "EQ", vt);
+        cmp("anan", "av", "av", "NE", vt);
+        cmp("bnan", "bv", "bv", "NE", vt);
+        cmp("lti", "ai", "bi", "LT", st);
+        cmp("gti", "ai", "bi", "GT", st);
+        os_ << "      %bnum = \"stablehlo.not\"(%bnan) : (tensor<i1>) -> tensor<i1>\n";
+        logic("nanwin", "and", "anan", "bnum");
+        logic("bothnan", "and", "anan", "bnan");
+        logic("nantie", "and", "bothnan", "gti");
+        logic("numtie", "and", "eqv", "lti");
+        logic("p1", "or", "gt", "nanwin");
+        logic("p2", "or", "nantie", "numtie");
+        logic("pick", "or", "p1", "p2");
+        os_ << "      %v = \"stablehlo.select\"(%pick, %av, %bv) : (tensor<i1>, " << vt << ", "
+            << vt << ") -> " << vt << "\n"
+            << "      %ix = \"stablehlo.select\"(%pick, %ai, %bi) : (tensor<i1>, " << st << ", "
+            << st << ") -> " << st << "\n"
+            << "      \"stablehlo.return\"(%v, %ix) : (" << vt << ", " << st << ") -> ()\n"
+            << "    }) " << WindowAttrs(a) << " : (" << in.ToString() << ", " << T(op.operands[1])
+            << ", " << vt << ", " << st << ") -> (" << TensorType{in.dtype, op.type.dims}.ToString()
+            << ", " << op.type.ToString() << ")\n";
+        names_[v] = name + "#1";
+        return;
+      }
       case OpCode::kRngBitGenerator:
         os_ << name << ":2 = \"stablehlo.rng_bit_generator\"(" << Operands(op)
             << ") {rng_algorithm = #stablehlo<rng_algorithm PHILOX>} : (" << T(op.operands[0])
@@ -219,6 +298,29 @@ class Printer {
             << "update_window_dims = " << List(a.a) << ", inserted_window_dims = " << List(a.b)
             << ", scatter_dims_to_operand_dims = " << List(a.c) << ", index_vector_dim = " << a.i
             << ">, unique_indices = false}";
+        break;
+      case OpCode::kReduceWindow:
+        os_ << " " << ReducerRegion(static_cast<ReduceKind>(a.kind), op.type.dtype) << " "
+            << WindowAttrs(a);
+        break;
+      case OpCode::kConvolution: {
+        ConvolutionSpec c = ConvolutionSpec::FromAttrs(a);
+        const ConvDimensionNumbers& dn = c.dn;
+        os_ << " {batch_group_count = " << c.batch_group_count << " : i64"
+            << ", dimension_numbers = #stablehlo.conv<"
+            << ConvLayout(dn.input_batch, "b", dn.input_feature, "f", dn.input_spatial) << "x"
+            << ConvLayout(dn.kernel_input_feature, "i", dn.kernel_output_feature, "o",
+                          dn.kernel_spatial)
+            << "->" << ConvLayout(dn.output_batch, "b", dn.output_feature, "f", dn.output_spatial)
+            << ">, feature_group_count = " << c.feature_group_count << " : i64"
+            << ", lhs_dilation = " << I64Array(c.lhs_dilation)
+            << ", padding = " << Padding(c.padding_low, c.padding_high)
+            << ", rhs_dilation = " << I64Array(c.rhs_dilation)
+            << ", window_strides = " << I64Array(c.window_strides) << "}";
+        break;
+      }
+      case OpCode::kReverse:
+        os_ << " {dimensions = " << I64Array(a.a) << "}";
         break;
       case OpCode::kBroadcastInDim:
         os_ << " {broadcast_dimensions = " << I64Array(a.a) << "}";

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "ir/builder.h"
+#include "ir/window.h"
 
 namespace tpu {
 namespace {
@@ -175,6 +176,44 @@ TEST(PrinterTest, ArgReduceRngAndScatterPrintValidNames) {
   EXPECT_TRUE(Contains(text, "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], "
                              "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], "
                              "index_vector_dim = 1>"));
+}
+
+TEST(PrinterTest, WindowedOps) {
+  Builder b;
+  int x = b.Param(T(DType::kF32, {2, 3, 6, 6}));
+  int w = b.Param(T(DType::kF32, {3, 4, 3, 1}));  // [kh, o, i, kw]
+  ConvolutionSpec s = ConvolutionSpec::Nchw(2);
+  s.dn.kernel_spatial = {0, 3};
+  s.dn.kernel_input_feature = 2;
+  s.dn.kernel_output_feature = 1;
+  s.window_strides = {2, 1};
+  s.padding_low = {1, 0};
+  s.padding_high = {1, -1};
+  s.lhs_dilation = {1, 2};
+  b.Result(b.Convolution(x, w, s, DType::kF32));
+  WindowSpec win = WindowSpec::Of({1, 1, 3, 3});
+  win.strides = {1, 1, 2, 2};
+  win.padding_low = win.padding_high = {0, 0, 1, 1};
+  b.Result(b.ReduceWindow(x, b.Constant(0, DType::kF32), win, ReduceKind::kAdd));
+  b.Result(b.ArgReduceWindow(x, b.Iota(T(DType::kI64, {2, 3, 6, 6}), 3), win));
+  b.Result(b.Reverse(w, {0, 3}));
+  const std::string text = PrintStableHlo(Finish(b));
+  EXPECT_EQ(FirstBadValueName(text), "");
+  EXPECT_TRUE(
+      Contains(text,
+               "\"stablehlo.convolution\"(%arg0, %arg1) {batch_group_count = 1 : i64, "
+               "dimension_numbers = #stablehlo.conv<[b, f, 0, 1]x[0, o, i, 1]->[b, f, 0, 1]>, "
+               "feature_group_count = 1 : i64, lhs_dilation = array<i64: 1, 2>, "
+               "padding = dense<[[1, 1], [0, -1]]> : tensor<2x2xi64>, "
+               "rhs_dilation = array<i64: 1, 1>, window_strides = array<i64: 2, 1>} : "
+               "(tensor<2x3x6x6xf32>, tensor<3x4x3x1xf32>) -> tensor<2x4x3x10xf32>"));
+  EXPECT_TRUE(Contains(
+      text,
+      "{base_dilations = array<i64: 1, 1, 1, 1>, padding = dense<[[0, 0], [0, 0], "
+      "[1, 1], [1, 1]]> : tensor<4x2xi64>, window_dilations = array<i64: 1, 1, 1, 1>, "
+      "window_dimensions = array<i64: 1, 1, 3, 3>, window_strides = array<i64: 1, 1, 2, 2>}"));
+  EXPECT_TRUE(Contains(text, ":2 = \"stablehlo.reduce_window\"(%arg0, %"));
+  EXPECT_TRUE(Contains(text, "\"stablehlo.reverse\"(%arg1) {dimensions = array<i64: 0, 3>}"));
 }
 
 TEST(PrinterTest, ValueNameCheckerCatchesBadNames) {

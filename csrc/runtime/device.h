@@ -63,18 +63,33 @@ class Queue {
   bool Done(uint64_t seq) const { return completed_.load(std::memory_order_acquire) >= seq; }
   uint64_t submitted() const { return submitted_.load(std::memory_order_acquire); }
   uint64_t completed() const { return completed_.load(std::memory_order_acquire); }
+  // Destroys finished tasks (releasing the buffers they held) on the calling thread.
+  void CollectGarbage();
+  // Waits until every queued task has run and collects them, leaving a pending error in place
+  // for the next sync point (used to reclaim memory before reporting out-of-memory).
+  void Drain();
+
+  // Most programs a producer may have queued before Enqueue waits (bounded memory).
+  static constexpr uint64_t kMaxInFlight = 4096;
 
  private:
   struct Item {
     Task task;
     TaskContext ctx;
-    uint64_t seq;
+    uint64_t seq = 0;
   };
   void WorkerLoop();
   int device_;
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
-  std::deque<Item> items_;
+  // Note [Queue memory]: a fixed ring (no allocation per task), and finished tasks are handed
+  // back to the producer side (graveyard_) to be destroyed there: the launch objects were
+  // allocated by the producer, and freeing them on the worker thread made every op pay for
+  // cross-thread malloc arena traffic.
+  std::vector<Item> ring_;
+  uint64_t head_ = 0, tail_ = 0;  // pop / push positions (monotonic; index = pos % ring size)
+  std::vector<Task> graveyard_;
+  std::atomic<size_t> graveyard_size_{0};
   std::atomic<uint64_t> submitted_{0}, completed_{0};
   std::atomic<bool> worker_sleeping_{false};
   std::atomic<int> waiters_{0};

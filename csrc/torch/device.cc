@@ -24,7 +24,15 @@ class TpuAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     int index = CurrentDeviceIndex();
-    auto result = DeviceFor(index).allocator().Allocate(static_cast<int64_t>(nbytes));
+    Device& device = DeviceFor(index);
+    auto result = device.allocator().Allocate(static_cast<int64_t>(nbytes));
+    if (!result.ok()) {
+      // Queued and finished programs may still hold buffers Python has released: reclaim them
+      // before reporting out-of-memory.
+      device.queue().Drain();
+      device.allocator().EmptyCache();
+      result = device.allocator().Allocate(static_cast<int64_t>(nbytes));
+    }
     if (!result.ok()) ThrowStatus(result.status());
     Buffer* buffer = result.value();
     return c10::DataPtr(buffer->data(), buffer, &Release,
@@ -36,10 +44,14 @@ class TpuAllocator final : public c10::DeviceAllocator {
   }
   bool initialized() override { return true; }
   void emptyCache(c10::MempoolId_t) override {
-    for (int i = 0; i < GetBackend().device_count(); ++i) GetBackend().device(i).allocator().EmptyCache();
+    for (int i = 0; i < GetBackend().device_count(); ++i) {
+      GetBackend().device(i).queue().CollectGarbage();
+      GetBackend().device(i).allocator().EmptyCache();
+    }
   }
   void recordStream(const c10::DataPtr&, c10::Stream) override {}  // one in-order queue per device
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    DeviceFor(device < 0 ? 0 : device).queue().CollectGarbage();
     MemoryStats s = DeviceFor(device < 0 ? 0 : device).allocator().stats();
     c10::CachingDeviceAllocator::DeviceStats out;
     auto set = [](c10::CachingDeviceAllocator::StatArray& a, int64_t cur, int64_t peak, int64_t alloc, int64_t freed) {
@@ -64,6 +76,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
     DeviceFor(device < 0 ? 0 : device).allocator().ResetPeak();
   }
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    DeviceFor(device < 0 ? 0 : device).queue().CollectGarbage();
     MemoryStats s = DeviceFor(device < 0 ? 0 : device).allocator().stats();
     return {static_cast<size_t>(s.capacity - s.reserved), static_cast<size_t>(s.capacity)};
   }

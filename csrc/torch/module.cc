@@ -75,6 +75,7 @@ py::dict Properties(int index) {
 }
 
 py::dict MemoryStatsDict(int index) {
+  DeviceFor(index).queue().CollectGarbage();  // finished programs may still hold buffers
   MemoryStats s = DeviceFor(index).allocator().stats();
   py::dict d;
   d["allocated_bytes.all.current"] = s.allocated;
@@ -112,9 +113,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("reset_peak_memory_stats", [](int i) { DeviceFor(i).allocator().ResetPeak(); });
   m.def("reset_accumulated_memory_stats", [](int i) { DeviceFor(i).allocator().ResetAccumulated(); });
   m.def("empty_cache", [] {
-    for (int i = 0; i < GetBackend().device_count(); ++i) GetBackend().device(i).allocator().EmptyCache();
+    for (int i = 0; i < GetBackend().device_count(); ++i) {
+      GetBackend().device(i).queue().CollectGarbage();
+      GetBackend().device(i).allocator().EmptyCache();
+    }
   });
   m.def("mem_get_info", [](int i) {
+    DeviceFor(i).queue().CollectGarbage();
     MemoryStats s = DeviceFor(i).allocator().stats();
     return py::make_tuple(s.capacity - s.reserved, s.capacity);
   });

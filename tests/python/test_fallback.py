@@ -45,7 +45,7 @@ def rand(*shape, seed=0):
 # ---- results and counting ----------------------------------------------------------------------
 @pytest.mark.parametrize("name,fn,counted", [
     ("det", lambda a: torch.linalg.det(a), "aten::_linalg_det.result"),
-    ("cumsum", lambda a: torch.cumsum(a, 1), "aten::cumsum.out"),
+    ("cumprod", lambda a: torch.cumprod(a, 1), "aten::cumprod.out"),
     ("sort", lambda a: torch.sort(a, 1), "aten::sort.values_stable"),
     ("kthvalue", lambda a: torch.kthvalue(a, 2, 0), "aten::kthvalue.values"),
     ("trace", lambda a: torch.trace(a), "aten::trace"),
@@ -64,15 +64,15 @@ def test_fallback_matches_cpu_and_is_counted(mode, fallback_policy, name, fn, co
 def test_fallback_noncontiguous_and_dtypes(mode, fallback_policy):
     fallback_policy("silent")
     x = rand(5, 6)
-    check_same(lambda a: torch.cumsum(a.t()[1:], 0), x)
-    check_same(lambda a: torch.cumsum(a[:, ::2], 1), x.bfloat16())
+    check_same(lambda a: torch.cumprod(a.t()[1:], 0), x)
+    check_same(lambda a: torch.cumprod(a[:, ::2], 1), x.bfloat16())
     check_same(lambda a: torch.sort(a, descending=True), torch.tensor([3, -1, 7, 0, 7, 2]))
-    check_same(lambda a: torch.cumsum(a, 0), torch.tensor([True, False, True]))
+    check_same(lambda a: torch.cumprod(a, 0), torch.tensor([True, False, True]))
 
 
 def test_fallback_mixed_with_native(mode, fallback_policy):
     fallback_policy("silent")
-    check_same(lambda a, b: torch.cumsum(a * 2 + b, 0) - b, rand(4, 3), rand(4, 3, seed=1))
+    check_same(lambda a, b: torch.cumprod(a * 2 + b, 0) - b, rand(4, 3), rand(4, 3, seed=1))
 
 
 def test_fallback_gradients(mode, fallback_policy):
@@ -139,8 +139,8 @@ def test_inplace_fallback_on_view_writes_base(mode, fallback_policy):
 
     def fn(a):
         a = a.clone()
-        a[:, 1].cumsum_(0)         # through cumsum.out with out = a strided view
-        a.t()[2:].cumsum_(1)
+        a[:, 1].cumprod_(0)         # through cumprod.out with out = a strided view
+        a.t()[2:].cumprod_(1)
         a[1:, :2].renorm_(2, 0, 1.0)
         return a
     check_same(fn, rand(4, 5))
@@ -152,14 +152,14 @@ def test_out_through_fallback(mode, fallback_policy):
     d = x.to("tpu")
     # out= of the wrong size is resized, like CPU
     o = torch.empty(0, device="tpu")
-    r = torch.cumsum(d, 1, out=o)
+    r = torch.cumprod(d, 1, out=o)
     assert r is o and o.shape == (4, 5)
-    assert torch.equal(o.cpu(), torch.cumsum(x, 1))
+    assert torch.equal(o.cpu(), torch.cumprod(x, 1))
     # out= a non-contiguous view of a bigger tensor: written in place, the rest untouched
     big = torch.full((5, 4), -7.0, device="tpu")
-    torch.cumsum(d[:, :4], 1, out=big.t()[:, 1:])
+    torch.cumprod(d[:, :4], 1, out=big.t()[:, 1:])
     ref = torch.full((5, 4), -7.0)
-    ref.t()[:, 1:].copy_(torch.cumsum(x[:, :4], 1))
+    ref.t()[:, 1:].copy_(torch.cumprod(x[:, :4], 1))
     assert torch.equal(big.cpu(), ref)
     # several outputs
     v = torch.empty(0, device="tpu")
@@ -173,16 +173,16 @@ def test_out_dtype_mismatch_through_fallback(fallback_policy):
     fallback_policy("silent")
     expected = None
     try:
-        torch.cumsum(torch.ones(3), 0, out=torch.empty(3, dtype=torch.long))
+        torch.cumprod(torch.full((3,), 2.0), 0, out=torch.empty(3, dtype=torch.long))
     except RuntimeError as e:
         expected = e
     if expected is None:  # CPU accepts it: the device must give the same values
         o = torch.empty(3, dtype=torch.long, device="tpu")
-        torch.cumsum(torch.ones(3, device="tpu"), 0, out=o)
-        assert o.cpu().tolist() == [1, 2, 3]
+        torch.cumprod(torch.full((3,), 2.0, device="tpu"), 0, out=o)
+        assert o.cpu().tolist() == [2, 4, 8]
     else:
         with pytest.raises(RuntimeError):
-            torch.cumsum(torch.ones(3, device="tpu"), 0, out=torch.empty(3, dtype=torch.long, device="tpu"))
+            torch.cumprod(torch.full((3,), 2.0, device="tpu"), 0, out=torch.empty(3, dtype=torch.long, device="tpu"))
 
 
 def test_tensor_list_mutation_amp_unscale(fallback_policy):

@@ -170,4 +170,17 @@ Status RunPad(const Op& op, const View& in, const View& pad_value, const View& o
   return CopyView(src, dst);
 }
 
+Status RunReverse(const Op& op, const View& in, const View& out) {
+  // A view of the operand with the reversed dims walked backwards, copied out.
+  View src = in;
+  char* p = static_cast<char*>(in.data);
+  for (int64_t d : op.attrs.a) {
+    if (in.dims[d] == 0) return Status::Ok();
+    p += (in.dims[d] - 1) * in.strides[d] * DTypeSize(in.dtype);
+    src.strides[d] = -in.strides[d];
+  }
+  src.data = p;
+  return CopyView(src, out);
+}
+
 }  // namespace tpu::host

@@ -45,8 +45,23 @@ Status HostExecutor::Run(const Launch& launch) {
   int nv = g.num_values();
   if (static_cast<int>(launch.params.size()) != np || launch.results.size() != g.results.size())
     return Internal("launch of " + e.name + " has the wrong number of arguments");
-  if (scratch_.size() < static_cast<size_t>(e.scratch_bytes) + 64) scratch_.resize(e.scratch_bytes + 64);
-  char* scratch = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(scratch_.data()) + 63) & ~uintptr_t{63});
+  // Uninitialized (pages of temps that are written straight into results are never touched);
+  // a very large scratch is not kept between launches.
+  size_t need = static_cast<size_t>(e.scratch_bytes) + 64;
+  if (scratch_capacity_ < need) {
+    scratch_.reset(new char[need]);
+    scratch_capacity_ = need;
+  }
+  char* scratch = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(scratch_.get()) + 63) & ~uintptr_t{63});
+  struct TrimScratch {
+    HostExecutor* self;
+    ~TrimScratch() {
+      if (self->scratch_capacity_ > (size_t{64} << 20)) {
+        self->scratch_.reset();
+        self->scratch_capacity_ = 0;
+      }
+    }
+  } trim{this};
   views_.resize(nv);
   std::vector<View>& views = views_;
   for (int p = 0; p < np; ++p) {
@@ -127,6 +142,18 @@ Status HostExecutor::Run(const Launch& launch) {
           case OpCode::kGather: TPU_RETURN_IF_ERROR(RunGather(op, in(0), in(1), out)); break;
           case OpCode::kScatter: TPU_RETURN_IF_ERROR(RunScatter(op, in(0), in(1), in(2), out)); break;
           case OpCode::kRngBitGenerator: TPU_RETURN_IF_ERROR(RunRngBits(op, in(0), out)); break;
+          case OpCode::kConvolution:
+            TPU_RETURN_IF_ERROR(RunConvolution(op, in(0), in(1), out));
+            break;
+          case OpCode::kReduceWindow:
+            TPU_RETURN_IF_ERROR(RunReduceWindow(op, in(0), in(1), out));
+            break;
+          case OpCode::kArgReduceWindow:
+            TPU_RETURN_IF_ERROR(RunArgReduceWindow(op, in(0), in(1), out));
+            break;
+          case OpCode::kReverse:
+            TPU_RETURN_IF_ERROR(RunReverse(op, in(0), out));
+            break;
           case OpCode::kParameterPlaceholder:
           case OpCode::kAbs: case OpCode::kNegate: case OpCode::kSign: case OpCode::kExp:
           case OpCode::kExpm1: case OpCode::kLog: case OpCode::kLog1p: case OpCode::kSqrt:

@@ -1,6 +1,7 @@
 // Host executor kernels, one file per op family (elementwise.cc, reduce.cc, dot.cc,
-// data_movement.cc, gather_scatter.cc, rng.cc). Each kernel reads strided input views and
-// writes an output view; the executor (executor.cc) decides where values live.
+// convolution.cc, reduce_window.cc, data_movement.cc, gather_scatter.cc, rng.cc). Each kernel reads
+// strided input views and writes an output view; the executor (executor.cc) decides where values
+// live.
 #pragma once
 
 #include <vector>
@@ -23,6 +24,12 @@ Status CopyView(const View& src, const View& dst);
 Status RunReduce(const Op& op, const View& in, const View& init, const View& out);
 Status RunArgReduce(const Op& op, const View& in, const View& out);
 Status RunDotGeneral(const Op& op, const View& lhs, const View& rhs, const View& out);
+// Convolution with StableHLO semantics: oneDNN's forward, backward-data or backward-weights
+// primitive, whichever the op's shape maps onto (convolution.cc); a plain loop otherwise.
+Status RunConvolution(const Op& op, const View& lhs, const View& rhs, const View& out);
+Status RunReduceWindow(const Op& op, const View& in, const View& init, const View& out);
+Status RunArgReduceWindow(const Op& op, const View& in, const View& index, const View& out);
+Status RunReverse(const Op& op, const View& in, const View& out);
 Status RunConstant(const Op& op, const View& out);
 Status RunIota(const Op& op, const View& out);
 Status RunConcatenate(const Op& op, const std::vector<View>& ins, const View& out);

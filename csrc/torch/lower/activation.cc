@@ -57,7 +57,10 @@ at::Tensor Threshold(const at::Tensor& self, const at::Scalar& th, const at::Sca
                      OutArg out) {
   return Act(
       "aten::threshold", "threshold_tpu", self, out,
-      [&](Expr& e, int x) { return e.Select(e.Le(x, e.P(th)), e.P(value), x); },
+      [&](Expr& e, int x) {
+        int th_v = e.P(th);  // parameters in a fixed order, not argument evaluation order
+        return e.Select(e.Le(x, th_v), e.P(value), x);
+      },
       kIntsOk | kCastsOut);
 }
 at::Tensor ThresholdBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& th,
@@ -147,14 +150,19 @@ at::Tensor Hardtanh(const at::Tensor& self, const at::Scalar& lo, const at::Scal
   TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
   return Act(
       "aten::hardtanh", "hardtanh_tpu", self, out,
-      [&](Expr& e, int x) { return e.Min(e.Max(x, e.P(lo)), e.P(hi)); }, kIntsOk);
+      [&](Expr& e, int x) {
+        int lo_v = e.P(lo);  // parameters in a fixed order, not argument evaluation order
+        return e.Min(e.Max(x, lo_v), e.P(hi));
+      },
+      kIntsOk);
 }
 // The vectorized kernel's mask: a NaN input gets a zero gradient.
 at::Tensor HardtanhBackward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& lo,
                             const at::Scalar& hi, OutArg out) {
   return Bwd("aten::hardtanh_backward", "hardtanh_backward_tpu", grad, self, out,
              [&](Expr& e, int g, int x) {
-               return e.Select(e.And(e.Gt(x, e.P(lo)), e.Lt(x, e.P(hi))), g, e.K(0));
+               int lo_v = e.P(lo), hi_v = e.P(hi);  // a fixed parameter order
+               return e.Select(e.And(e.Gt(x, lo_v), e.Lt(x, hi_v)), g, e.K(0));
              });
 }
 

@@ -16,6 +16,26 @@ namespace {
 
 std::atomic<int> g_mode{-1};
 
+// Builders are pooled per thread (a Lowering may run while another is open on the same thread,
+// e.g. a kernel that calls another op, so this is a stack rather than a single builder).
+std::vector<std::unique_ptr<Builder>>& BuilderPool() {
+  thread_local std::vector<std::unique_ptr<Builder>> pool;
+  return pool;
+}
+
+Builder& AcquireBuilder() {
+  auto& pool = BuilderPool();
+  if (pool.empty()) return *new Builder();
+  Builder* b = pool.back().release();
+  pool.pop_back();
+  return *b;
+}
+
+void ReleaseBuilder(Builder& b) {
+  b.Reset();
+  BuilderPool().emplace_back(&b);
+}
+
 struct QueuedLaunch {
   Executor* executor;
   Launch launch;
@@ -45,6 +65,13 @@ EagerMode GetEagerMode() {
 
 void SetEagerMode(EagerMode mode) { g_mode.store(static_cast<int>(mode), std::memory_order_relaxed); }
 
+
+Lowering::Lowering(const char* op) : op_(op), builder_(AcquireBuilder()) {
+  params_.reserve(4);
+  outputs_.reserve(2);
+}
+
+Lowering::~Lowering() { ReleaseBuilder(builder_); }
 
 int Lowering::AddParam(const TensorType& type, Binding binding) {
   params_.push_back(std::move(binding));
@@ -121,9 +148,9 @@ void Lowering::CaptureLocation() { location_ = UserSourceLocation(); }
 void Lowering::Run() {
   static Counter* executions = GetCounter("executions");
   for (auto& [value, out] : outputs_) builder_.Result(value);
-  auto graph = builder_.Finish();
+  auto graph = builder_.FinishInPlace();
   if (!graph.ok()) ThrowStatus(Internal(std::string(op_) + ": " + graph.status().message()));
-  auto exe = CompileCache::Get().GetOrCompile(std::move(graph).value(), op_);
+  auto exe = CompileCache::Get().GetOrCompile(*graph.value(), op_);
   Check(exe.status());
   Device& dev = DeviceFor(device_ < 0 ? CurrentDeviceIndex() : device_);
   auto queued = std::make_shared<QueuedLaunch>();

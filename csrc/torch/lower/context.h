@@ -28,10 +28,10 @@ void SetEagerMode(EagerMode mode);
 class Lowering {
  public:
   // `op` must outlive the process (a string literal).
-  explicit Lowering(const char* op) : op_(op) {
-    params_.reserve(4);
-    outputs_.reserve(2);
-  }
+  explicit Lowering(const char* op);
+  ~Lowering();
+  Lowering(const Lowering&) = delete;
+  Lowering& operator=(const Lowering&) = delete;
   Builder& b() { return builder_; }
 
   int Input(const at::Tensor& t);
@@ -47,7 +47,7 @@ class Lowering {
  private:
   int AddParam(const TensorType& type, Binding binding);
   const char* op_;
-  Builder builder_;
+  Builder& builder_;  // from a per-thread pool: reused across ops, so building costs no allocation
   std::vector<Binding> params_;
   std::vector<std::pair<int, at::Tensor>> outputs_;
   int device_ = -1;

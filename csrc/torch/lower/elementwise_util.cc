@@ -1,11 +1,12 @@
 #include "torch/lower/elementwise_util.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 
 namespace tpu::torch_bridge {
 
-void CheckOutOverlap(const at::Tensor& out, const std::vector<at::Tensor>& inputs) {
+void CheckOutOverlap(const at::Tensor& out, at::ArrayRef<at::Tensor> inputs) {
   at::assert_no_internal_overlap(out);
   for (const at::Tensor& t : inputs)
     if (!IsCpuScalar(t)) at::assert_no_partial_overlap(out, t);
@@ -26,7 +27,11 @@ at::Tensor PrepareOut(const char* op, OutArg o, at::IntArrayRef shape, at::Scala
                       const at::Tensor& like) {
   const at::Tensor* out = o.t;
   if (!out || !out->defined()) {
-    return at::empty(shape, at::TensorOptions().dtype(result).device(like.device()));
+    // Straight to the allocator: this is what the empty() kernel does, minus a trip through the
+    // dispatcher on every elementwise op.
+    c10::DeviceGuard guard(like.device());
+    return at::detail::empty_generic(shape, GetTpuAllocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                     result, std::nullopt);
   }
   TORCH_CHECK(out->device().type() == c10::DeviceType::PrivateUse1, op,
               ": expected the output on the tpu device, got ", out->device());

@@ -49,13 +49,13 @@ at::ScalarType ResultDType(ResultKind kind, at::ScalarType common);
 
 // TensorIterator's memory-overlap checks for an in-place/out= result: it must not write one
 // element twice (an expanded tensor) nor partially overlap an input. Same messages as CPU.
-void CheckOutOverlap(const at::Tensor& out, const std::vector<at::Tensor>& inputs);
+void CheckOutOverlap(const at::Tensor& out, at::ArrayRef<at::Tensor> inputs);
 
 // fn(Lowering&, std::vector<int> inputs in compute dtype, DType compute) -> value (any dtype).
 template <typename F>
 at::Tensor LowerElementwise(const char* op, std::initializer_list<at::Tensor> inputs, OutArg out,
                             ResultKind kind, F&& fn, std::optional<at::ScalarType> compute_override = {}) {
-  std::vector<at::Tensor> ins(inputs);
+  c10::SmallVector<at::Tensor, 4> ins(inputs.begin(), inputs.end());
   const at::Tensor* device_like = nullptr;
   for (const auto& t : ins) {
     TORCH_CHECK(t.defined(), op, ": got an undefined tensor argument");

@@ -1,10 +1,8 @@
-// Group norm: native_group_norm and native_group_norm_backward -> reduce + elementwise IR.
-//
-// Without these, native_group_norm ran ATen's CompositeExplicitAutograd decomposition (var_mean,
-// sub, mul, add: every step rounded to bfloat16 for a bfloat16 input, several bf16 ulps off
-// CPU's kernel) and its backward ran on the CPU. As layer norm: statistics and outputs compute in
-// float32 for bfloat16/float16 and round once; the variance is two-pass. The input [N, C, *] is
-// viewed as [N, G, C/G, HxW]: a group reduces over the last two dims.
+// Group norm: native_group_norm and native_group_norm_backward -> reduce + elementwise IR over
+// the input viewed as [N, G, C/G, HxW]. The formulas are PyTorch's CPU kernel's: the output as
+// x * scale + shift per (n, c) with scale = rstd * weight, shift = bias - scale * mean; the input
+// gradient as rstd * weight * g + c2 * x + c3 with per-group c2, c3. bfloat16/float16 compute in
+// float32; mean/rstd are float32 with float32 parameters ("mixed"), else the input dtype.
 #include <torch/library.h>
 
 #include <limits>
@@ -15,71 +13,56 @@
 namespace tpu::torch_bridge {
 namespace {
 
-struct GnShape {
-  Dims dims;   // the input's shape
-  Dims dims4;  // [N, G, C/G, HxW]
-  Dims stat;   // [N, G]
-  int64_t n;   // elements per group
+struct Gn {
+  int64_t n, c, hw, g, cg;
+  Dims d4;  // [N, G, C/G, HxW]
+  at::ScalarType ct, stat_t;
 };
 
-GnShape CheckGroupNorm(const at::Tensor& X, const at::Tensor& w, const at::Tensor& b, int64_t N, int64_t C,
-                       int64_t HxW, int64_t group) {
-  TORCH_CHECK(group > 0, "Expected num groups to be greater than 0, got ", group);
-  TORCH_CHECK(C % group == 0, "Expected number of channels in input to be divisible by ",
-              "num_groups, but got input of shape ", X.sizes(), " and num_groups=", group);
-  TORCH_CHECK(!w.defined() || (w.dim() == 1 && w.numel() == C),
-              "Expected weight to be a vector of size equal to the number of ",
-              "channels in input, but got weight of shape ", w.sizes(), " and input of shape ", X.sizes());
-  TORCH_CHECK(!b.defined() || (b.dim() == 1 && b.numel() == C),
-              "Expected bias to be a vector of size equal to the number of ",
-              "channels in input, but got bias of shape ", b.sizes(), " and input of shape ", X.sizes());
-  TORCH_CHECK(X.numel() == N * C * HxW, "Expected input of ", N * C * HxW, " elements (N * C * HxW), got ",
-              X.sizes());
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(X.scalar_type()), "\"group_norm_tpu\" not implemented for '",
-                              X.scalar_type(), "'");
+Gn CheckGroupNorm(const char* name, const at::Tensor& input, const at::Tensor& w,
+                  const at::Tensor& b, int64_t N, int64_t C, int64_t HxW, int64_t group) {
+  at::ScalarType t = input.scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"group_norm\" not implemented for '", t,
+                              "'");
+  TORCH_CHECK(
+      group > 0 && C % group == 0,
+      "Expected number of channels in input to be divisible by num_groups, but got input of "
+      "shape ",
+      input.sizes(), " and num_groups=", group);
+  TORCH_CHECK(input.numel() == N * C * HxW, name, ": input of shape ", input.sizes(),
+              " does not hold N * C * HxW = ", N, " * ", C, " * ", HxW, " elements");
+  bool mixed = false;
   for (const at::Tensor* p : {&w, &b}) {
-    if (!p->defined() || p->scalar_type() == X.scalar_type()) continue;
-    TORCH_CHECK((X.scalar_type() == at::kBFloat16 || X.scalar_type() == at::kHalf) && p->scalar_type() == at::kFloat,
-                "mixed dtype: expect parameter to have scalar type of Float");
+    if (!p->defined()) continue;
+    TORCH_CHECK(p->dim() == 1 && p->numel() == C,
+                "Expected weight to be a vector of size equal to the number of ",
+                "channels in input, but got weight of shape ", p->sizes(), " and input of shape ",
+                input.sizes());
+    if (p->scalar_type() == t) continue;
+    TORCH_CHECK((t == at::kBFloat16 || t == at::kHalf) && p->scalar_type() == at::kFloat,
+                "mixed dtype (CPU): expect parameter to have scalar type of Float");
+    mixed = true;
   }
-  GnShape s;
-  s.dims = ToDims(X.sizes());
-  s.dims4 = {N, group, C / group, HxW};
-  s.stat = {N, group};
-  s.n = C / group * HxW;
+  Gn s{N, C, HxW, group, C / group, {N, group, C / group, HxW}, OpMath(t), mixed ? at::kFloat : t};
   return s;
 }
 
-// Mean/rstd dtype: float32 when float32 parameters go with a reduced-precision input.
-at::ScalarType StatType(const at::Tensor& X, const at::Tensor& w, const at::Tensor& b) {
-  bool mixed = (w.defined() && w.scalar_type() != X.scalar_type()) || (b.defined() && b.scalar_type() != X.scalar_type());
-  return mixed ? at::kFloat : X.scalar_type();
-}
+// [N, G] -> [N, G, C/G, HxW]
+int PerGroup(Builder& b, int v, const Gn& s) { return b.BroadcastInDim(v, s.d4, {0, 1}); }
 
-// A [N, G] statistic, or a [C] parameter, broadcast over [N, G, C/G, HxW].
-int Stat(Builder& b, int x, const GnShape& s) { return b.BroadcastInDim(x, s.dims4, {0, 1}); }
-int Param(Builder& b, int p, const GnShape& s) {
-  return b.BroadcastInDim(b.Reshape(p, {s.dims4[1], s.dims4[2]}), s.dims4, {1, 2});
-}
-int GroupMean(Builder& b, int x, const GnShape& s) {
-  int sum = nn::Sum(b, x, {2, 3});
-  return b.Binary(OpCode::kDivide, sum, b.ScalarLike(static_cast<double>(s.n), sum));
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm(const at::Tensor& X, const std::optional<at::Tensor>& w_opt,
-                                                          const std::optional<at::Tensor>& b_opt, int64_t N, int64_t C,
-                                                          int64_t HxW, int64_t group, double eps) {
-  const at::Tensor& w = w_opt.has_value() ? *w_opt : at::Tensor();
-  const at::Tensor& bias = b_opt.has_value() ? *b_opt : at::Tensor();
-  CheckSameDevice("native_group_norm", {&X, &w, &bias});
-  GnShape s = CheckGroupNorm(X, w, bias, N, C, HxW, group);
-  at::ScalarType stat_t = StatType(X, w, bias);
-  at::Tensor out = EmptyLike(X.sizes(), X.scalar_type(), X);
-  at::Tensor mean = EmptyLike({N, group}, stat_t, X);
-  at::Tensor rstd = EmptyLike({N, group}, stat_t, X);
-  if (X.numel() == 0) {
-    // Empty groups: mean 0 and rstd NaN, as ATen's CPU kernel gives.
-    if (mean.numel() != 0) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm(const at::Tensor& input,
+                                                          const std::optional<at::Tensor>& w_opt,
+                                                          const std::optional<at::Tensor>& b_opt,
+                                                          int64_t N, int64_t C, int64_t HxW,
+                                                          int64_t group, double eps) {
+  const at::Tensor w = w_opt.value_or(at::Tensor()), bias = b_opt.value_or(at::Tensor());
+  CheckSameDevice("native_group_norm", {&input, &w, &bias});
+  Gn s = CheckGroupNorm("native_group_norm", input, w, bias, N, C, HxW, group);
+  at::Tensor out = EmptyLike(input.sizes(), input.scalar_type(), input);
+  at::Tensor mean = EmptyLike({N, group}, s.stat_t, input);
+  at::Tensor rstd = EmptyLike({N, group}, s.stat_t, input);
+  if (input.numel() == 0) {
+    if (mean.numel() != 0) {  // empty groups: mean 0, rstd NaN (0 / 0 variance), as CPU
       mean.zero_();
       rstd.fill_(std::numeric_limits<double>::quiet_NaN());
     }
@@ -87,16 +70,33 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm(const at::Tensor& X, c
   }
   Lowering l("aten::native_group_norm");
   Builder& b = l.b();
-  at::ScalarType ct = OpMath(X.scalar_type());
-  int x = b.Reshape(l.Input(X, ct), s.dims4);
-  int mu = GroupMean(b, x, s);
-  int xc = b.Binary(OpCode::kSubtract, x, Stat(b, mu, s));
-  int var = GroupMean(b, b.Binary(OpCode::kMultiply, xc, xc), s);
-  int r = b.Unary(OpCode::kRsqrt, b.Binary(OpCode::kAdd, var, b.BroadcastTo(l.Scalar(eps, ct), s.stat)));
-  int y = b.Binary(OpCode::kMultiply, xc, Stat(b, r, s));
-  if (w.defined()) y = b.Binary(OpCode::kMultiply, y, Param(b, l.Input(w, ct), s));
-  if (bias.defined()) y = b.Binary(OpCode::kAdd, y, Param(b, l.Input(bias, ct), s));
-  l.Output(b.Reshape(y, s.dims), out);
+  DType ct = ToDType(s.ct);
+  Dims ng{N, group};
+  int x = b.Reshape(l.Input(input, s.ct), s.d4);
+  double count = static_cast<double>(s.cg * HxW);
+  int mu = b.Binary(OpCode::kDivide, nn::Sum(b, x, {2, 3}), nn::Fill(b, count, ct, ng));
+  int xc = b.Binary(OpCode::kSubtract, x, PerGroup(b, mu, s));
+  int var = b.Binary(OpCode::kDivide, nn::Sum(b, b.Binary(OpCode::kMultiply, xc, xc), {2, 3}),
+                     nn::Fill(b, count, ct, ng));
+  int r = b.Binary(OpCode::kDivide, nn::Fill(b, 1, ct, ng),
+                   b.Unary(OpCode::kSqrt, b.Binary(OpCode::kAdd, var, nn::Splat(l, eps, ct, ng))));
+  // scale/shift per (n, g, c/g)
+  Dims ngc{N, group, s.cg};
+  int scale = b.BroadcastInDim(r, ngc, {0, 1});
+  if (w.defined())
+    scale = b.Binary(OpCode::kMultiply, scale,
+                     b.BroadcastInDim(b.Reshape(l.Input(w, s.ct), {group, s.cg}), ngc, {1, 2}));
+  int shift = b.Binary(OpCode::kMultiply, scale, b.BroadcastInDim(mu, ngc, {0, 1}));
+  shift =
+      bias.defined()
+          ? b.Binary(OpCode::kSubtract,
+                     b.BroadcastInDim(b.Reshape(l.Input(bias, s.ct), {group, s.cg}), ngc, {1, 2}),
+                     shift)
+          : b.Unary(OpCode::kNegate, shift);
+  int y = b.Binary(OpCode::kAdd,
+                   b.Binary(OpCode::kMultiply, x, b.BroadcastInDim(scale, s.d4, {0, 1, 2})),
+                   b.BroadcastInDim(shift, s.d4, {0, 1, 2}));
+  l.Output(b.Reshape(y, ToDims(input.sizes())), out);
   l.Output(mu, mean);
   l.Output(r, rstd);
   l.Run();
@@ -104,53 +104,72 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm(const at::Tensor& X, c
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward(
-    const at::Tensor& grad_out, const at::Tensor& X, const at::Tensor& mean, const at::Tensor& rstd,
-    const std::optional<at::Tensor>& w_opt, int64_t N, int64_t C, int64_t HxW, int64_t group,
-    std::array<bool, 3> mask) {
-  const at::Tensor& w = w_opt.has_value() ? *w_opt : at::Tensor();
-  CheckSameDevice("native_group_norm_backward", {&grad_out, &X, &mean, &rstd, &w});
-  GnShape s = CheckGroupNorm(X, w, at::Tensor(), N, C, HxW, group);
-  TORCH_CHECK(grad_out.sizes() == X.sizes(), "native_group_norm_backward: grad_out has shape ", grad_out.sizes(),
-              " but input has shape ", X.sizes());
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
+    const at::Tensor& rstd, const std::optional<at::Tensor>& w_opt, int64_t N, int64_t C,
+    int64_t HxW, int64_t group, std::array<bool, 3> mask) {
+  const at::Tensor w = w_opt.value_or(at::Tensor());
+  CheckSameDevice("native_group_norm_backward", {&grad_out, &input, &mean, &rstd, &w});
+  Gn s = CheckGroupNorm("native_group_norm_backward", input, w, at::Tensor(), N, C, HxW, group);
+  TORCH_CHECK(grad_out.sizes() == input.sizes(),
+              "native_group_norm_backward: grad_output has shape ", grad_out.sizes(),
+              " but input has shape ", input.sizes());
   TORCH_CHECK(mean.numel() == N * group && rstd.numel() == N * group,
-              "Expected mean and rstd of ", N * group, " elements (N * group), got ", mean.numel(), " and ",
-              rstd.numel());
-  at::Tensor dx, dw, db;
-  // Parameter gradients have the weight's dtype (the input's when there is no weight).
-  at::ScalarType pt = w.defined() ? w.scalar_type() : X.scalar_type();
-  if (mask[0]) dx = EmptyLike(X.sizes(), X.scalar_type(), X);
-  if (mask[1] && w.defined()) dw = EmptyLike({C}, pt, X);
-  if (mask[2]) db = EmptyLike({C}, pt, X);
-  if (X.numel() == 0) {  // no elements: zero parameter gradients
-    if (dw.defined()) dw.zero_();
-    if (db.defined()) db.zero_();
-    return {dx, dw, db};
+              "native_group_norm_backward: expected mean and rstd with ", N * group, " elements");
+  at::ScalarType param_t = w.defined() ? w.scalar_type() : input.scalar_type();
+  at::Tensor gx, gw, gb;
+  if (mask[0]) gx = EmptyLike(input.sizes(), input.scalar_type(), input);
+  if (mask[1]) gw = EmptyLike({C}, param_t, input);
+  if (mask[2]) gb = EmptyLike({C}, param_t, input);
+  if (input.numel() == 0) {
+    if (gw.defined()) gw.zero_();
+    if (gb.defined()) gb.zero_();
+    return {gx, gw, gb};
   }
-  if (!dx.defined() && !dw.defined() && !db.defined()) return {dx, dw, db};
+  if (!mask[0] && !mask[1] && !mask[2]) return {gx, gw, gb};
   Lowering l("aten::native_group_norm_backward");
   Builder& b = l.b();
-  at::ScalarType ct = OpMath(X.scalar_type());
-  int g = b.Reshape(l.Input(grad_out, ct), s.dims4);
-  // Per-channel sums over N and HxW: [N, G, C/G, HxW] -> [C].
-  auto channel_sum = [&](int v) { return b.Reshape(nn::Sum(b, v, {0, 3}), {C}); };
-  if (dx.defined() || dw.defined()) {
-    int x = b.Reshape(l.Input(X, ct), s.dims4);
-    int mu = b.Reshape(l.Input(mean, ct), s.stat);
-    int r = b.Reshape(l.Input(rstd, ct), s.stat);
-    int xhat = b.Binary(OpCode::kMultiply, b.Binary(OpCode::kSubtract, x, Stat(b, mu, s)), Stat(b, r, s));
-    if (dx.defined()) {
-      // dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) over the group, gw = g * weight
-      int gw = w.defined() ? b.Binary(OpCode::kMultiply, g, Param(b, l.Input(w, ct), s)) : g;
-      int m1 = Stat(b, GroupMean(b, gw, s), s);
-      int m2 = Stat(b, GroupMean(b, b.Binary(OpCode::kMultiply, gw, xhat), s), s);
-      int inner = b.Binary(OpCode::kSubtract, b.Binary(OpCode::kSubtract, gw, m1), b.Binary(OpCode::kMultiply, xhat, m2));
-      l.Output(b.Reshape(b.Binary(OpCode::kMultiply, Stat(b, r, s), inner), s.dims), dx);
-    }
-    if (dw.defined()) l.Output(channel_sum(b.Binary(OpCode::kMultiply, g, xhat)), dw);
+  DType ct = ToDType(s.ct);
+  Dims ng{N, group}, ngc{N, group, s.cg};
+  int g = b.Reshape(l.Input(grad_out, s.ct), s.d4);
+  int x = b.Reshape(l.Input(input, s.ct), s.d4);
+  int mu = b.Reshape(l.Input(mean, s.ct), ng);
+  int r = b.Reshape(l.Input(rstd, s.ct), ng);
+  int ds = nn::Sum(b, b.Binary(OpCode::kMultiply, g, x), {3});  // [N, G, C/G]
+  int db = nn::Sum(b, g, {3});
+  if (mask[0]) {
+    int wv = w.defined() ? b.BroadcastInDim(b.Reshape(l.Input(w, s.ct), {group, s.cg}), ngc, {1, 2})
+                         : nn::Fill(b, 1, ct, ngc);
+    int ds_g = nn::Sum(b, b.Binary(OpCode::kMultiply, ds, wv), {2});
+    int db_g = nn::Sum(b, b.Binary(OpCode::kMultiply, db, wv), {2});
+    int inv_count = nn::Fill(b, 1.0 / static_cast<double>(s.cg * HxW), ct, ng);
+    // c2 = (db_g * mean - ds_g) * rstd^3 * s;  c3 = -c2 * mean - db_g * rstd * s
+    int r3 = b.Binary(OpCode::kMultiply, b.Binary(OpCode::kMultiply, r, r), r);
+    int c2 = b.Binary(
+        OpCode::kMultiply,
+        b.Binary(OpCode::kMultiply,
+                 b.Binary(OpCode::kSubtract, b.Binary(OpCode::kMultiply, db_g, mu), ds_g), r3),
+        inv_count);
+    int c3 =
+        b.Binary(OpCode::kSubtract, b.Unary(OpCode::kNegate, b.Binary(OpCode::kMultiply, c2, mu)),
+                 b.Binary(OpCode::kMultiply, b.Binary(OpCode::kMultiply, db_g, r), inv_count));
+    int rw = b.BroadcastInDim(b.Binary(OpCode::kMultiply, b.BroadcastInDim(r, ngc, {0, 1}), wv),
+                              s.d4, {0, 1, 2});
+    int dx = b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, rw, g),
+                      b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, PerGroup(b, c2, s), x),
+                               PerGroup(b, c3, s)));
+    l.Output(b.Reshape(dx, ToDims(input.sizes())), gx);
   }
-  if (db.defined()) l.Output(channel_sum(g), db);
+  if (mask[1]) {
+    // sum_n (ds - db * mean) * rstd
+    int t = b.Binary(OpCode::kMultiply,
+                     b.Binary(OpCode::kSubtract, ds,
+                              b.Binary(OpCode::kMultiply, db, b.BroadcastInDim(mu, ngc, {0, 1}))),
+                     b.BroadcastInDim(r, ngc, {0, 1}));
+    l.Output(b.Reshape(nn::Sum(b, t, {0}), {C}), gw);
+  }
+  if (mask[2]) l.Output(b.Reshape(nn::Sum(b, db, {0}), {C}), gb);
   l.Run();
-  return {dx, dw, db};
+  return {gx, gw, gb};
 }
 
 }  // namespace

@@ -57,7 +57,8 @@ at::Tensor Loss(const char* name, const char* op, const at::Tensor& self, const 
   Builder& b = l.b();
   at::ScalarType ct = OpMath(t);
   Dims dims = ToDims(shape);
-  int v = term(l, b.BroadcastTo(l.Input(self, ct), dims), b.BroadcastTo(l.Input(target, ct), dims));
+  int x = b.BroadcastTo(l.Input(self, ct), dims);  // parameters in a fixed order: self, target
+  int v = term(l, x, b.BroadcastTo(l.Input(target, ct), dims));
   l.Output(reduce ? ReduceLoss(b, v, t, reduction) : v, result);
   l.Run();
   return result;

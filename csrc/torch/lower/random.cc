@@ -115,7 +115,10 @@ struct UniformKernel {
     Lowering l("aten::uniform_");
     Builder& b = l.b();
     int u = Uniform01(l, gen, self, n, Digits(t));
-    int v = b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, u, ScalarVec(l, to - from, ct, n)), ScalarVec(l, from, ct, n));
+    // Parameters in a fixed order (not left to argument evaluation order): range, then from.
+    int range = ScalarVec(l, to - from, ct, n);
+    int lo = ScalarVec(l, from, ct, n);
+    int v = b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, u, range), lo);
     WriteFlat(l, v, self);
   }
 };
@@ -132,7 +135,9 @@ struct NormalKernel {
     Lowering l("aten::normal_");
     Builder& b = l.b();
     int z = StandardNormal(l, gen, self, n, t);
-    WriteFlat(l, b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, z, ScalarVec(l, std, ct, n)), ScalarVec(l, mean, ct, n)), self);
+    int sd = ScalarVec(l, std, ct, n);  // parameters in a fixed order: std, then mean
+    int mu = ScalarVec(l, mean, ct, n);
+    WriteFlat(l, b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, z, sd), mu), self);
   }
 };
 

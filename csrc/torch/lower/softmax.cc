@@ -83,7 +83,8 @@ at::Tensor BackwardImpl(bool log, const at::Tensor& grad, const at::Tensor& outp
   Lowering l(log ? "aten::_log_softmax_backward_data" : "aten::_softmax_backward_data");
   Builder& b = l.b();
   at::ScalarType ct = OpMath(g_t);
-  int r = Backward(b, AsRank1(b, l.Input(grad, ct)), AsRank1(b, l.Input(output, ct)), d, log);
+  int g = AsRank1(b, l.Input(grad, ct));  // parameters in a fixed order: grad, then output
+  int r = Backward(b, g, AsRank1(b, l.Input(output, ct)), d, log);
   if (grad.dim() == 0) r = b.Reshape(r, {});
   l.Output(r, result);
   l.Run();

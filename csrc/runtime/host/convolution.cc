@@ -1,0 +1,391 @@
+// convolution: a StableHLO convolution is mapped onto one of oneDNN's three convolution
+// primitives, which between them cover what autodiff emits:
+//   - no lhs dilation, batch_group_count 1: the forward primitive (feature groups = oneDNN groups);
+//     when the output is smaller than the kernel (the weight gradient of a convolution, written as
+//     a forward convolution of input and output gradient, as XLA does) the same problem is run
+//     as its dual, the backward-weights primitive, which is what it is;
+//   - batch_group_count > 1: backward-weights with groups (the weight gradient of a grouped
+//     convolution);
+//   - lhs dilation with unit window strides: backward-data (the input gradient, or a transposed
+//     convolution), with the kernel reversed back and its feature dims swapped (a small copy).
+// Anything else (float64, integers, other attribute mixes) runs the reference loops. Primitives
+// are created with format "any" (oneDNN's blocked layouts) and fed by reorders from/to the strided
+// views, cached by shape, strides and types. bfloat16/float16 run natively where oneDNN has a
+// kernel for this CPU, else through float32 (the reorders convert).
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "base/hash.h"
+#include "oneapi/dnnl/dnnl.hpp"
+#include "runtime/host/conv_util.h"
+
+namespace tpu::host {
+namespace {
+
+using dims_t = dnnl::memory::dims;
+using dt = dnnl::memory::data_type;
+
+enum class Path : int { kForward, kBackwardData, kBackwardWeights };
+
+// oneDNN's problem: operands by their forward roles. The output is dst (forward), src
+// (backward-data) or wei (backward-weights).
+struct Problem {
+  Path path;
+  View src, wei, dst;  // wei is 5-d/6-d/... ([G, OC/G, IC/G, k...]) when grouped
+  dims_t strides, dilates, pad_l, pad_r;
+  int out_role() const { return path == Path::kForward ? 2 : path == Path::kBackwardData ? 0 : 1; }
+};
+
+char* Offset(void* p, int64_t elements, DType t) {
+  return static_cast<char*>(p) + elements * DTypeSize(t);
+}
+
+// [O, X, rest...] -> [G, O/G, X, rest...]
+View Grouped(const View& v, int64_t g) {
+  View r = v;
+  r.dims.clear();
+  r.strides.clear();
+  r.dims.push_back(g);
+  r.strides.push_back(v.dims[0] / g * v.strides[0]);
+  for (size_t d = 0; d < v.dims.size(); ++d) {
+    r.dims.push_back(d == 0 ? v.dims[0] / g : v.dims[d]);
+    r.strides.push_back(v.strides[d]);
+  }
+  return r;
+}
+
+View Swap01(const View& v) {
+  Dims rest;
+  for (size_t d = 2; d < v.dims.size(); ++d) rest.push_back(static_cast<int64_t>(d));
+  return Permuted(v, 1, 0, rest);
+}
+
+void ZeroFill(const View& v) {
+  double zero = 0;
+  View src{&zero, DType::kF64, v.dims, Dims(v.dims.size(), 0)};
+  (void)CopyView(src, v);
+}
+
+int64_t SpatialSize(const View& v) {
+  int64_t n = 1;
+  for (size_t d = 2; d < v.dims.size(); ++d) n *= v.dims[d];
+  return n;
+}
+
+// Clips negative padding into the lhs view and drops the lhs tail no window reaches, so that
+// the padded extent is exactly what the output needs (oneDNN wants consistent sizes).
+bool FitLhs(const ConvolutionSpec& s, View& L, const View& R, const View& Y, dims_t& pl,
+            dims_t& pr) {
+  int n = s.spatial_rank();
+  for (int d = 0; d < n; ++d) {
+    int64_t lo = s.padding_low[d], hi = s.padding_high[d], k = R.dims[2 + d];
+    int64_t ext = (k - 1) * s.rhs_dilation[d] + 1, st = s.window_strides[d];
+    int64_t& len = L.dims[2 + d];
+    if (lo < 0) {
+      L.data = Offset(L.data, -lo * L.strides[2 + d], L.dtype);
+      len += lo;
+      lo = 0;
+    }
+    if (hi < 0) {
+      len += hi;
+      hi = 0;
+    }
+    int64_t span = len + lo + hi - ext;
+    if (len <= 0 || span < 0) return false;
+    hi -= span % st;
+    if (hi < 0) {
+      len += hi;
+      hi = 0;
+    }
+    if (len <= 0 || span / st + 1 != Y.dims[2 + d]) return false;
+    pl.push_back(lo);
+    pr.push_back(hi);
+  }
+  return true;
+}
+
+// Fills `p` for oneDNN, or returns false for the reference loops. May write zeros into `Y`
+// (output elements no window reaches) and the reversed kernel into `wstore`.
+bool PlanProblem(const ConvolutionSpec& s, View L, View R, View Y, Problem* p,
+                 std::vector<char>& wstore) {
+  int n = s.spatial_rank();
+  if (n < 1 || n > 3) return false;
+  bool lhs_dilated = false, unit_strides = true;
+  for (int d = 0; d < n; ++d) {
+    lhs_dilated |= s.lhs_dilation[d] > 1;
+    unit_strides &= s.window_strides[d] == 1;
+  }
+  int64_t fgc = s.feature_group_count, bgc = s.batch_group_count;
+  p->strides.clear();
+  p->dilates.clear();
+  p->pad_l.clear();
+  p->pad_r.clear();
+  if (!lhs_dilated) {
+    if (!FitLhs(s, L, R, Y, p->pad_l, p->pad_r)) return false;
+    if (bgc > 1 || (fgc == 1 && SpatialSize(Y) < SpatialSize(R))) {
+      // The dual problem: lhs batch <-> oneDNN channels, lhs features <-> oneDNN batch, the
+      // kernel is the output gradient and the output the weight gradient.
+      p->path = Path::kBackwardWeights;
+      p->src = Swap01(L);
+      p->dst = Swap01(R);
+      View w = Swap01(Y);  // [O, B/bgc, spatial]
+      p->wei = bgc > 1 ? Grouped(w, bgc) : w;
+      for (int d = 0; d < n; ++d) {
+        p->strides.push_back(s.rhs_dilation[d]);
+        p->dilates.push_back(s.window_strides[d] - 1);
+      }
+      return true;
+    }
+    p->path = Path::kForward;
+    p->src = L;
+    p->wei = fgc > 1 ? Grouped(R, fgc) : R;
+    p->dst = Y;
+    for (int d = 0; d < n; ++d) {
+      p->strides.push_back(s.window_strides[d]);
+      p->dilates.push_back(s.rhs_dilation[d] - 1);
+    }
+    return true;
+  }
+  if (!unit_strides || bgc > 1) return false;
+  // Backward-data of the forward convolution whose output is the lhs: its strides are the lhs
+  // dilation, its padding what makes the windows line up, its kernel the rhs reversed with the
+  // feature dims swapped: wf[g][f][o][k] = rhs[g * O/G + o][f][K - 1 - k].
+  p->path = Path::kBackwardData;
+  bool zeroed = false;
+  for (int d = 0; d < n; ++d) {
+    int64_t ext = (R.dims[2 + d] - 1) * s.rhs_dilation[d];
+    int64_t lo = ext - s.padding_low[d], hi = ext - s.padding_high[d];
+    int64_t& len = Y.dims[2 + d];
+    if ((lo < 0 || hi < 0) && !zeroed) {  // output rows no window reaches are zero
+      ZeroFill(Y);
+      zeroed = true;
+    }
+    if (lo < 0) {
+      Y.data = Offset(Y.data, -lo * Y.strides[2 + d], Y.dtype);
+      len += lo;
+      lo = 0;
+    }
+    if (hi < 0) {
+      len += hi;
+      hi = 0;
+    }
+    if (len <= 0) return false;
+    if (len + lo + hi - ext - 1 != (L.dims[2 + d] - 1) * s.lhs_dilation[d]) return false;
+    p->pad_l.push_back(lo);
+    p->pad_r.push_back(hi);
+    p->strides.push_back(s.lhs_dilation[d]);
+    p->dilates.push_back(s.rhs_dilation[d] - 1);
+  }
+  int64_t O = R.dims[0], G = fgc;
+  View rev = Grouped(R, G);        // [G, O/G, I, k...]
+  rev = Permuted(rev, 0, 2, [&] {  // [G, I, O/G, k...]
+    Dims rest{1};
+    for (int d = 0; d < n; ++d) rest.push_back(3 + d);
+    return rest;
+  }());
+  for (int d = 0; d < n; ++d) {
+    int64_t k = rev.dims[3 + d];
+    if (k == 0) return false;
+    rev.data = Offset(rev.data, (k - 1) * rev.strides[3 + d], rev.dtype);
+    rev.strides[3 + d] = -rev.strides[3 + d];
+  }
+  View w = Contiguous(rev, R.dtype, wstore);
+  if (G == 1) {  // drop the group dim
+    w.dims.erase(w.dims.begin());
+    w.strides.erase(w.strides.begin());
+  }
+  (void)O;
+  p->src = Y;
+  p->wei = w;
+  p->dst = L;
+  return true;
+}
+
+dt DnnlType(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return dt::f32;
+    case DType::kBF16:
+      return dt::bf16;
+    case DType::kF16:
+      return dt::f16;
+    default:
+      return dt::undef;
+  }
+}
+
+// A view as a oneDNN memory descriptor; strides of unit dims are made dense so oneDNN can
+// recognise plain layouts.
+dnnl::memory::desc UserDesc(const View& v) {
+  dims_t dims(v.dims.begin(), v.dims.end()), strides(v.strides.begin(), v.strides.end());
+  int64_t dense = 1;
+  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
+    if (dims[d] == 1) strides[d] = dense;
+    dense = std::max(dense, strides[d] * dims[d]);
+  }
+  return dnnl::memory::desc(dims, DnnlType(v.dtype), strides);
+}
+
+// Views oneDNN can address: positive strides on every dim with more than one element.
+bool Addressable(const View& v) {
+  for (size_t d = 0; d < v.dims.size(); ++d)
+    if (v.dims[d] > 1 && v.strides[d] <= 0) return false;
+  return DnnlType(v.dtype) != dt::undef;
+}
+
+struct Entry {
+  dnnl::primitive prim;
+  dnnl::memory::desc user[3], inner[3];  // src, wei, dst
+  std::optional<dnnl::reorder> reorder[3];
+};
+
+struct Engine {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::mutex mu;
+  std::unordered_map<uint64_t, std::shared_ptr<Entry>> cache;
+};
+
+Engine& GetEngine() {
+  static Engine* e = new Engine();
+  return *e;
+}
+
+uint64_t Key(const Problem& p) {
+  uint64_t h = HashMix(0x636f6e76ULL, static_cast<uint64_t>(p.path));
+  for (const View* v : {&p.src, &p.wei, &p.dst}) {
+    h = HashMix(h, static_cast<uint64_t>(v->dtype));
+    h = HashMix(h, v->dims.size());
+    for (size_t d = 0; d < v->dims.size(); ++d) h = HashMix(HashMix(h, v->dims[d]), v->strides[d]);
+  }
+  for (const dims_t* v : {&p.strides, &p.dilates, &p.pad_l, &p.pad_r})
+    for (int64_t x : *v) h = HashMix(h, static_cast<uint64_t>(x));
+  return h;
+}
+
+// The primitive computing in `ct` (the output in float32 when the output view is float32).
+std::shared_ptr<Entry> Create(const Problem& p, dt ct, const dnnl::engine& eng) {
+  using md = dnnl::memory::desc;
+  using tag = dnnl::memory::format_tag;
+  auto e = std::make_shared<Entry>();
+  const View* views[3] = {&p.src, &p.wei, &p.dst};
+  md any[3];
+  for (int r = 0; r < 3; ++r) {
+    e->user[r] = UserDesc(*views[r]);
+    dt t = (r == p.out_role() && views[r]->dtype == DType::kF32) ? dt::f32 : ct;
+    dims_t dims(views[r]->dims.begin(), views[r]->dims.end());
+    any[r] = md(dims, t, tag::any);
+  }
+  auto alg = dnnl::algorithm::convolution_direct;
+  dnnl::convolution_forward::desc fwd(dnnl::prop_kind::forward_training, alg, any[0], any[1],
+                                      any[2], p.strides, p.dilates, p.pad_l, p.pad_r);
+  dnnl::convolution_forward::primitive_desc fpd(fwd, eng);
+  if (p.path == Path::kForward) {
+    e->inner[0] = fpd.src_desc();
+    e->inner[1] = fpd.weights_desc();
+    e->inner[2] = fpd.dst_desc();
+    e->prim = dnnl::convolution_forward(fpd);
+  } else if (p.path == Path::kBackwardData) {
+    dnnl::convolution_backward_data::desc bwd(alg, any[0], any[1], any[2], p.strides, p.dilates,
+                                              p.pad_l, p.pad_r);
+    dnnl::convolution_backward_data::primitive_desc pd(bwd, eng, fpd);
+    e->inner[0] = pd.diff_src_desc();
+    e->inner[1] = pd.weights_desc();
+    e->inner[2] = pd.diff_dst_desc();
+    e->prim = dnnl::convolution_backward_data(pd);
+  } else {
+    dnnl::convolution_backward_weights::desc bwd(alg, any[0], any[1], any[2], p.strides, p.dilates,
+                                                 p.pad_l, p.pad_r);
+    dnnl::convolution_backward_weights::primitive_desc pd(bwd, eng, fpd);
+    e->inner[0] = pd.src_desc();
+    e->inner[1] = pd.diff_weights_desc();
+    e->inner[2] = pd.diff_dst_desc();
+    e->prim = dnnl::convolution_backward_weights(pd);
+  }
+  for (int r = 0; r < 3; ++r) {
+    if (e->inner[r] == e->user[r]) continue;
+    bool out = r == p.out_role();
+    e->reorder[r] =
+        out ? dnnl::reorder(dnnl::reorder::primitive_desc(eng, e->inner[r], eng, e->user[r]))
+            : dnnl::reorder(dnnl::reorder::primitive_desc(eng, e->user[r], eng, e->inner[r]));
+  }
+  return e;
+}
+
+Status Execute(const Problem& p) {
+  Engine& eng = GetEngine();
+  std::lock_guard<std::mutex> lock(eng.mu);
+  uint64_t key = Key(p);
+  auto it = eng.cache.find(key);
+  if (it == eng.cache.end()) {
+    DType in_t = p.path == Path::kBackwardData ? p.dst.dtype : p.src.dtype;
+    std::shared_ptr<Entry> e;
+    try {
+      e = Create(p, DnnlType(in_t), eng.engine);
+    } catch (const dnnl::error& err) {
+      // Unimplemented sends the problem to the reference loops.
+      if (in_t == DType::kF32)
+        return Unimplemented(std::string("oneDNN convolution: ") + err.what());
+      // No kernel for this dtype on this CPU: compute in float32 (the reorders convert).
+      try {
+        e = Create(p, dt::f32, eng.engine);
+      } catch (const dnnl::error& err2) {
+        return Unimplemented(std::string("oneDNN convolution: ") + err2.what());
+      }
+    }
+    it = eng.cache.emplace(key, std::move(e)).first;
+  }
+  Entry& e = *it->second;
+  const View* views[3] = {&p.src, &p.wei, &p.dst};
+  static const int kArgs[3][3] = {{DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
+                                  {DNNL_ARG_DIFF_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_DST},
+                                  {DNNL_ARG_SRC, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_DST}};
+  int out = p.out_role();
+  std::unordered_map<int, dnnl::memory> args;
+  dnnl::memory user[3], inner[3];
+  try {
+    for (int r = 0; r < 3; ++r) {
+      user[r] = dnnl::memory(e.user[r], eng.engine, views[r]->data);
+      if (e.reorder[r]) {
+        inner[r] = dnnl::memory(e.inner[r], eng.engine);
+        if (r != out) e.reorder[r]->execute(eng.stream, user[r], inner[r]);
+      } else {
+        inner[r] = user[r];
+      }
+      args[kArgs[static_cast<int>(p.path)][r]] = inner[r];
+    }
+    e.prim.execute(eng.stream, args);
+    if (e.reorder[out]) e.reorder[out]->execute(eng.stream, inner[out], user[out]);
+    eng.stream.wait();
+  } catch (const dnnl::error& err) {
+    return Internal(std::string("oneDNN convolution failed: ") + err.what());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status RunConvolution(const Op& op, const View& lhs, const View& rhs, const View& out) {
+  ConvolutionSpec s = ConvolutionSpec::FromAttrs(op.attrs);
+  if (out.NumElements() == 0) return Status::Ok();
+  View L = CanonicalLhs(s, lhs), R = CanonicalRhs(s, rhs), Y = CanonicalOut(s, out);
+  bool dnnl_ok = L.NumElements() > 0 && R.NumElements() > 0 && DnnlType(out.dtype) != dt::undef &&
+                 DnnlType(lhs.dtype) != dt::undef && lhs.dtype == rhs.dtype;
+  std::vector<char> ls, rs, wstore;
+  if (dnnl_ok) {
+    // Broadcast or reversed operand views are copied to a plain layout first.
+    if (!Addressable(L)) L = Contiguous(L, L.dtype, ls);
+    if (!Addressable(R)) R = Contiguous(R, R.dtype, rs);
+    Problem p;
+    if (PlanProblem(s, L, R, Y, &p, wstore)) {
+      Status st = Execute(p);
+      if (st.code() != Code::kUnimplemented) return st;  // else: the reference loops
+    }
+  }
+  return ReferenceConvolution(s, lhs, rhs, out);
+}
+
+}  // namespace tpu::host

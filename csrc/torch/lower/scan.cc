@@ -1,0 +1,158 @@
+// cumsum (an inclusive prefix sum along one dimension) and isin (membership test), the two ops a
+// Hugging Face generate() loop needs besides the model itself (position ids from the attention
+// mask, and the end-of-sequence check).
+//
+// The prefix sum is a log-step scan: x += x shifted by 1, 2, 4, ... positions (slice + pad, so
+// no new IR op): ceil(log2(n)) fused adds. Floats are summed in float32 (float64 for double) in
+// that tree order; PyTorch's CPU kernel adds sequentially in double, so float32 results agree to
+// rounding. isin compares every element with every test element and reduces with `or`: its cost
+// is numel(elements) x numel(test_elements), fine for the short lists it is used with.
+#include <ATen/WrapDimUtils.h>
+#include <ATen/ops/cumsum_meta.h>
+#include <ATen/ops/isin_meta.h>
+#include <torch/library.h>
+
+#include "torch/lower/elementwise_util.h"
+#include "torch/lower/structured.h"
+
+namespace tpu::torch_bridge {
+namespace {
+
+// Inclusive prefix sum of x along dim.
+int PrefixSum(Builder& b, int x, int64_t dim) {
+  const Dims dims = b.TypeOf(x).dims;
+  const size_t rank = dims.size();
+  const int64_t n = dims[dim];
+  int zero = b.Constant(0, b.TypeOf(x).dtype);
+  for (int64_t shift = 1; shift < n; shift *= 2) {
+    Dims start(rank, 0), limit = dims, strides(rank, 1), low(rank, 0), high(rank, 0),
+                         interior(rank, 0);
+    limit[dim] = n - shift;
+    low[dim] = shift;  // x[i - shift] at i, zeros before
+    int shifted = b.Pad(b.Slice(x, start, limit, strides), zero, low, high, interior);
+    x = b.Binary(OpCode::kAdd, x, shifted);
+  }
+  return x;
+}
+
+void CumsumInto(const at::Tensor& self, int64_t dim, const at::Tensor& out) {
+  if (out.numel() == 0) return;
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  const at::ScalarType result = out.scalar_type();
+  const at::ScalarType compute = at::isFloatingType(result) ? OpMath(result) : at::kLong;
+  Lowering l("aten::cumsum");
+  Builder& b = l.b();
+  // PyTorch converts the input to the result dtype first, then accumulates.
+  int x = b.ConvertIfNeeded(l.Input(self, result), ToDType(compute));
+  if (self.dim() > 0) x = PrefixSum(b, x, dim);
+  l.Output(x, out);
+  l.Run();
+}
+
+at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  MetaOut<at::meta::structured_cumsum> m;
+  m.meta(self, dim, dtype);
+  CumsumInto(self, dim, m.out());
+  return m.out();
+}
+
+at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype,
+                       at::Tensor& out) {
+  MetaOut<at::meta::structured_cumsum> m(out);
+  m.meta(self, dim, dtype);
+  CumsumInto(self, dim, m.out());
+  return out;
+}
+
+at::Tensor& cumsum_(at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  return cumsum_out(self, dim, dtype, self);
+}
+
+// ---- isin ---------------------------------------------------------------------------------------
+// elements / test_elements: a device tensor, or a Python number.
+void IsinInto(const at::Tensor& elements, const at::Tensor& test, bool invert,
+              const at::Tensor& out) {
+  if (out.numel() == 0) return;
+  const at::ScalarType ct = at::result_type(elements, test);
+  Lowering l("aten::isin");
+  Builder& b = l.b();
+  const int64_t ne = elements.numel(), nt = test.numel();
+  int found;
+  if (nt == 0) {
+    found = b.BroadcastTo(b.Constant(0, DType::kBool), {ne});
+  } else {
+    int e = b.BroadcastInDim(b.Reshape(TensorOrScalar(l, elements, ct), {ne}), {ne, nt}, {0});
+    int t = b.BroadcastInDim(b.Reshape(TensorOrScalar(l, test, ct), {nt}), {ne, nt}, {1});
+    found = b.Reduce(b.Compare(CompareDirection::kEQ, e, t), b.Constant(0, DType::kBool), {1},
+                     ReduceKind::kOr);
+  }
+  if (invert) found = b.Unary(OpCode::kNot, found);
+  l.Output(b.Reshape(found, ToDims(out.sizes())), out);
+  l.Run();
+}
+
+at::Tensor& isin_tensor_tensor_out(const at::Tensor& elements, const at::Tensor& test,
+                                   bool assume_unique, bool invert, at::Tensor& out) {
+  MetaOut<at::meta::structured_isin_Tensor_Tensor> m(out);
+  m.meta(elements, test, assume_unique, invert);
+  IsinInto(elements, test, invert, out);
+  return out;
+}
+
+at::Tensor isin_tensor_tensor(const at::Tensor& elements, const at::Tensor& test,
+                              bool assume_unique, bool invert) {
+  MetaOut<at::meta::structured_isin_Tensor_Tensor> m;
+  m.meta(elements, test, assume_unique, invert);
+  IsinInto(elements, test, invert, m.out());
+  return m.out();
+}
+
+at::Tensor& isin_tensor_scalar_out(const at::Tensor& elements, const at::Scalar& test,
+                                   bool assume_unique, bool invert, at::Tensor& out) {
+  MetaOut<at::meta::structured_isin_Tensor_Scalar> m(out);
+  m.meta(elements, test, assume_unique, invert);
+  IsinInto(elements, WrapScalar(test), invert, out);
+  return out;
+}
+
+at::Tensor isin_tensor_scalar(const at::Tensor& elements, const at::Scalar& test,
+                              bool assume_unique, bool invert) {
+  MetaOut<at::meta::structured_isin_Tensor_Scalar> m;
+  m.meta(elements, test, assume_unique, invert);
+  IsinInto(elements, WrapScalar(test), invert, m.out());
+  return m.out();
+}
+
+at::Tensor& isin_scalar_tensor_out(const at::Scalar& element, const at::Tensor& test,
+                                   bool assume_unique, bool invert, at::Tensor& out) {
+  MetaOut<at::meta::structured_isin_Scalar_Tensor> m(out);
+  m.meta(element, test, assume_unique, invert);
+  ResizeOut(out, {});  // the meta function leaves a 0-element output, resized like ATen's kernel
+  IsinInto(WrapScalar(element), test, invert, out);
+  return out;
+}
+
+at::Tensor isin_scalar_tensor(const at::Scalar& element, const at::Tensor& test, bool assume_unique,
+                              bool invert) {
+  MetaOut<at::meta::structured_isin_Scalar_Tensor> m;
+  m.meta(element, test, assume_unique, invert);
+  ResizeOut(m.out(), {});
+  IsinInto(WrapScalar(element), test, invert, m.out());
+  return m.out();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("cumsum", cumsum);
+  m.impl("cumsum.out", cumsum_out);
+  m.impl("cumsum_", cumsum_);
+  m.impl("isin.Tensor_Tensor", isin_tensor_tensor);
+  m.impl("isin.Tensor_Tensor_out", isin_tensor_tensor_out);
+  m.impl("isin.Tensor_Scalar", isin_tensor_scalar);
+  m.impl("isin.Tensor_Scalar_out", isin_tensor_scalar_out);
+  m.impl("isin.Scalar_Tensor", isin_scalar_tensor);
+  m.impl("isin.Scalar_Tensor_out", isin_scalar_tensor_out);
+}
+
+}  // namespace tpu::torch_bridge

@@ -1,0 +1,66 @@
+"""upsample_nearest2d and upsample_bilinear2d (F.interpolate) on the device vs PyTorch's CPU: sizes
+and scale factors up and down, align_corners, values and gradients, float32, float64, bfloat16
+and (nearest) uint8, both eager modes, no CPU fallback. (The programs run on XLA in
+test_conv_xla.py.)
+
+Tolerances: indices and weights are computed with CPU's float formulas, so nearest is exact and
+bilinear differs only by the rounding of its weighted sums: rtol=1e-5, atol=1e-6 (float64
+rtol=1e-12); bfloat16 rounds once from float32 on both sides: one bfloat16 ulp, rtol=1.6e-2.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+F32 = dict(rtol=1e-5, atol=1e-6)
+
+
+def check(fn, x, tol, grad=True):
+    """Values within `tol` (nearest: exact) and gradients within `tol`."""
+    a, d = x.clone().requires_grad_(grad), x.to("tpu").requires_grad_(grad)
+    ya, yd = fn(a), fn(d)
+    torch.testing.assert_close(yd.cpu(), ya, **tol)
+    if grad:
+        g = torch.randn(ya.shape, generator=torch.Generator().manual_seed(3)).to(ya.dtype)
+        ya.backward(g)
+        yd.backward(g.to("tpu"))
+        torch.testing.assert_close(d.grad.cpu(), a.grad, **tol)
+
+
+SIZES = [dict(scale_factor=2), dict(size=(9, 11)), dict(scale_factor=(1.7, 0.6)), dict(size=(5, 7)),
+         dict(size=(3, 2))]
+
+
+@pytest.mark.parametrize("kw", SIZES)
+def test_nearest(mode, no_fallback, kw):
+    x = torch.randn(2, 3, 5, 7, generator=torch.Generator().manual_seed(0))
+    check(lambda t: F.interpolate(t, mode="nearest", **kw), x, F32)
+    with torch.no_grad():  # the values are copies: exact
+        torch.testing.assert_close(F.interpolate(x.to("tpu"), mode="nearest", **kw).cpu(),
+                                   F.interpolate(x, mode="nearest", **kw), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("kw", SIZES)
+def test_bilinear(mode, no_fallback, kw, align_corners):
+    x = torch.randn(2, 3, 5, 7, generator=torch.Generator().manual_seed(1))
+    check(lambda t: F.interpolate(t, mode="bilinear", align_corners=align_corners, **kw), x, F32)
+
+
+def test_other_dtypes_and_layouts(mode, no_fallback):
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 3, 5, 7, generator=g)
+    check(lambda t: F.interpolate(t, scale_factor=1.3, mode="bilinear"), x.double(), dict(rtol=1e-12, atol=1e-12))
+    check(lambda t: F.interpolate(t, scale_factor=1.5, mode="bilinear"), x.bfloat16(), dict(rtol=1.6e-2, atol=1e-2))
+    check(lambda t: F.interpolate(t, size=(8, 9), mode="nearest"),
+          torch.randint(0, 9, (1, 2, 4, 5), generator=g).to(torch.uint8), dict(rtol=0, atol=0), grad=False)
+    check(lambda t: F.interpolate(t, scale_factor=2, mode="bilinear"), x.to(memory_format=torch.channels_last), F32)
+    check(lambda t: F.interpolate(t[:, :, 1:, ::2], size=(6, 6), mode="nearest"), x, F32)
+
+
+def test_unsupported_dtypes_raise_like_cpu():
+    x = torch.ones(1, 1, 2, 2, dtype=torch.int32)
+    with pytest.raises(NotImplementedError) as cpu_err:
+        F.interpolate(x, scale_factor=2)
+    with pytest.raises(NotImplementedError) as dev_err:
+        F.interpolate(x.to("tpu"), scale_factor=2)
+    assert str(dev_err.value) == str(cpu_err.value)
