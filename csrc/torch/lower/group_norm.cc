@@ -24,8 +24,9 @@ Gn CheckGroupNorm(const char* name, const at::Tensor& input, const at::Tensor& w
   at::ScalarType t = input.scalar_type();
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"group_norm\" not implemented for '", t,
                               "'");
+  TORCH_CHECK(group > 0, "Expected num groups to be greater than 0, got ", group);
   TORCH_CHECK(
-      group > 0 && C % group == 0,
+      C % group == 0,
       "Expected number of channels in input to be divisible by num_groups, but got input of "
       "shape ",
       input.sizes(), " and num_groups=", group);

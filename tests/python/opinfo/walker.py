@@ -305,8 +305,8 @@ def _detached(x):
 
 def variants(op, samples):
     """(name, callable, samples) for the passes over one dtype's samples: the function variant
-    (with gradients); the same samples made non-contiguous (strided views on both sides); and
-    the in-place variant (on copies: it mutates its input)."""
+    (with gradients); the same samples made non-contiguous (strided views on both sides); the
+    in-place variant (on copies: it mutates its input); and out= into empty tensors."""
     from torch.testing._internal.opinfo.core import SampleInput
 
     def plain(s):
@@ -320,6 +320,25 @@ def variants(op, samples):
     inplace = op.get_inplace() if hasattr(op, "get_inplace") else None
     if inplace is not None:
         yield "in-place", inplace, [plain(s) for s in samples if isinstance(s.input, torch.Tensor)]
+    if getattr(op, "supports_out", False):
+        yield "out=", _with_out(op), [plain(s) for s in samples]
+
+
+def _with_out(op):
+    """op(..., out=...) into empty tensors (that out= must resize), on the input's device; the
+    functional call only gives the number, dtypes and devices of the results."""
+    def fn(*args, **kwargs):
+        with torch.no_grad():
+            ref = op(*args, **kwargs)
+        if isinstance(ref, torch.Tensor):
+            out = ref.new_empty(0)
+        elif isinstance(ref, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in ref):
+            out = tuple(t.new_empty(0) for t in ref)
+        else:
+            raise _CpuFailed("no tensor result to write out= into")
+        return op(*args, **kwargs, out=out)
+
+    return fn
 
 
 def check_op(op, dtype, max_samples=None, grad=True, with_variants=True, errors_too=None) -> Result:
