@@ -53,6 +53,9 @@ JUDGE_GRAD: dict[str, str] = {
     "linalg.householder_product": "CPU's backward is an ill-conditioned sequence of reflections",
     "linalg.lstsq": "the backward goes through an SVD whose conditioning amplifies rounding",
     "linalg.lstsq.grad_oriented": "as linalg.lstsq",
+    **{name: "convolution gradients are sums of products in another order" for name in (
+        "nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv3d", "nn.functional.conv_transpose1d",
+        "nn.functional.conv_transpose2d", "nn.functional.conv_transpose3d")},
 }
 
 
@@ -88,6 +91,11 @@ JUDGE.update({name: ({torch.float32, torch.bfloat16}, "bilinear", "dot products:
                            "dot", "vdot", "inner", "matmul", "__rmatmul__", "einsum", "tensordot",
                            "nn.functional.linear", "nn.functional.bilinear", "linalg.multi_dot",
                            "linalg.vecdot", "outer", "kron")})
+# Convolutions are sums of products too (oneDNN's blocking sums in another order than CPU's).
+CONVS = ("nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv3d", "nn.functional.conv_transpose1d",
+         "nn.functional.conv_transpose2d", "nn.functional.conv_transpose3d")
+JUDGE.update({name: ({torch.float32, torch.bfloat16}, "bilinear", "convolution: rounding scales with sum |x*w|")
+              for name in CONVS})
 
 # (op id, dtype) whose values PyTorch itself computes differently per device: dtypes and shapes
 # only. -> reason.

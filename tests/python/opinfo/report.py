@@ -149,6 +149,40 @@ def _md(text, limit=220) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+# Failure messages -> cause, for the summary (first match wins; anything else is "other").
+CAUSES = [
+    (r"Complex\w* is not supported|view_as_complex", "complex dtypes are not supported on the device"),
+    (r"Sparse|sparse", "sparse layouts are not supported on the device"),
+    (r"Bad in-place call", "in-place op whose CPU kernel resizes a broadcastable self (the device refuses)"),
+    (r"killed the process|stopped making progress", "crash or hang"),
+    (r"INTERNAL ASSERT|internal error", "internal error in a lowering"),
+    (r"only supports CPU, CUDA", "ATen composite that refuses other devices"),
+    (r"not close|not equal", "values differ"),
+    (r"view of input|strides|contiguous", "aliasing or layout differs"),
+    (r"dtype|shape", "dtype or shape differs"),
+]
+
+
+def cause(text) -> str:
+    import re
+
+    for pattern, label in CAUSES:
+        if re.search(pattern, text):
+            return label
+    return "other"
+
+
+def failure_groups(results):
+    """cause -> sorted ["op (dtypes)"] over forward and gradient failures."""
+    groups: dict = collections.defaultdict(lambda: collections.defaultdict(list))
+    for (op, d), r in sorted(results.items()):
+        if r["status"] == "fails":
+            groups[cause(r["error"])][op].append(d)
+        if r.get("grad") == "fails":
+            groups[cause(r["grad_error"])][op].append("grad")
+    return {c: [f"{op} ({', '.join(ds)})" for op, ds in ops.items()] for c, ops in groups.items()}
+
+
 def totals(results, dtypes):
     t = {d: collections.Counter() for d in dtypes}
     for (op, d), r in results.items():
@@ -193,6 +227,9 @@ def write_markdown(results, dtypes, path, seconds) -> None:
     out += ["", f"OpInfo error inputs (bad arguments CPU rejects): {g['error_inputs']} checked, "
             f"{g['error_inputs'] - g['error_problems']} raise the same exception type and message on the "
             f"device, {g['error_problems']} differ (see the notes)."]
+    out += ["", "## Failures by cause", ""]
+    for c, ops in sorted(failure_groups(results).items(), key=lambda kv: -len(kv[1])):
+        out.append(f"- **{c}** ({len(ops)}): " + ", ".join(f"`{o}`" for o in ops))
     out += ["", "## Per op", "",
             "| op | " + " | ".join(dtypes) + " | grad float32 | error inputs | notes |",
             "|---|" + "---|" * len(dtypes) + "---|---|---|"]
@@ -213,11 +250,16 @@ def print_totals(results, dtypes) -> None:
         print(f"{d:>9}: " + "  ".join(f"{s} {c[s]}" for s in STATUSES) + f"  (random, unverified: {c['unverified']})")
     print("float32 gradients: " + "  ".join(f"{s} {g[s]}" for s in STATUSES))
     print(f"error inputs: {g['error_inputs']} checked, {g['error_problems']} differ")
-    fails = sorted((op, d) for (op, d), r in results.items() if r["status"] == "fails")
-    if fails:
-        print(f"{len(fails)} failing (op, dtype):")
-        for op, d in fails:
-            print(f"  {op} {d}: {results[(op, d)]['error'][:200]}")
+    for c, ops in sorted(failure_groups(results).items(), key=lambda kv: -len(kv[1])):
+        print(f"failing, {c}: {len(ops)}")
+        for o in ops:
+            print(f"  {o}")
+    if len(results) <= 200:  # a few ops: the first failure of each, in full
+        for (op, d), r in sorted(results.items()):
+            if r["status"] == "fails":
+                print(f"{op} {d}: {r['error']}")
+            if r.get("grad") == "fails":
+                print(f"{op} {d} grad: {r['grad_error']}")
 
 
 def main(argv=None) -> None:
