@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+import torch_tpu
+
 from . import walker
 from .compare import Mismatch
 
@@ -32,9 +34,15 @@ SUBSET = [
 ]
 
 
+# Known: an out-of-range index found while the program runs raises IndexError for every op (the
+# device's error carries no exception type per op); CPU's gather/scatter raise RuntimeError.
+INDEX_ERROR_TYPE = {"gather", "scatter_add"}
+
+
 @pytest.fixture(scope="module")
 def ops():
-    return dict(zip(SUBSET, walker.find_ops(SUBSET)))
+    with torch_tpu.eager_mode("strict"):
+        yield dict(zip(SUBSET, walker.find_ops(SUBSET)))
 
 
 @pytest.mark.parametrize("name", SUBSET)
@@ -43,6 +51,9 @@ def test_float32_matches_cpu(ops, name):
     assert res.status in ("native", "fallback"), f"{name}: {res.status}: {res.error}"
     assert res.samples > 0
     assert res.grad != "fails", f"{name} gradients: {res.grad_error}"
+    problems = [p for p in res.error_problems
+                if not (name in INDEX_ERROR_TYPE and "expected RuntimeError" in p and "got IndexError" in p)]
+    assert not problems, f"{name}: error inputs: {problems}"
 
 
 # The harness itself must be able to fail: an op whose device result differs from CPU's in
@@ -62,6 +73,11 @@ class _FakeOp:
 
     def supported_backward_dtypes(self, device):
         return {torch.float32}
+
+    def error_inputs(self, device):
+        from torch.testing._internal.opinfo.core import ErrorInput, SampleInput
+
+        return [ErrorInput(SampleInput(-torch.ones(3)), error_regex="all negative")]
 
     def sample_inputs(self, device, dtype, requires_grad=False):
         from torch.testing._internal.opinfo.core import SampleInput
@@ -102,6 +118,17 @@ def test_harness_reports_wrong_gradients():
 
     res = walker.check_op(_FakeOp(Scaled.apply), torch.float32)
     assert res.status == "native" and res.grad == "fails" and "grad" in res.grad_error, res
+
+
+def test_harness_reports_missing_errors():
+    def picky(x):  # CPU refuses an all-negative input, the "device" does not
+        if not _on_tpu(x) and bool((x < 0).all()):
+            raise RuntimeError("all negative")
+        return x * 2
+
+    res = walker.check_op(_FakeOp(picky), torch.float32, grad=False)
+    assert res.status == "native" and res.error_inputs == 1, res
+    assert len(res.error_problems) == 1 and "accepted" in res.error_problems[0], res
 
 
 _LIB = torch.library.Library("opinfo_test", "DEF")

@@ -1,10 +1,12 @@
 """Runs PyTorch's OpInfo database (op_db) on CPU and on the tpu device and compares the results.
 
-For one OpInfo and one dtype, check_op() draws the op's CPU sample inputs, runs each sample on CPU
-and on the device (the sample moved with .to("tpu")), and compares values, dtypes, shapes,
-aliasing, contiguity and the inputs after the call (an op must mutate exactly what CPU mutates).
-In float32, differentiable ops also compare the gradients of every input that requires grad
-(backward from a fixed random cotangent). Each (op, dtype) gets one status:
+For one OpInfo and one dtype, check_op() draws the op's CPU sample inputs and runs each on CPU
+and on the device (a copy with the same strides, offsets and aliasing), comparing values,
+dtypes, shapes, aliasing, contiguity and the inputs after the call (an op must mutate exactly
+what CPU mutates). The samples run through the function variant, again made non-contiguous,
+through the in-place variant and with out=. In float32, differentiable ops also compare the
+gradients of every input that requires grad (backward from a fixed random cotangent), and
+OpInfo's error inputs must raise on the device as on CPU. Each (op, dtype) gets one status:
 
   native    every sample matched CPU and nothing ran through the CPU fallback
   fallback  every sample matched CPU, but some op ran through the CPU fallback
@@ -12,14 +14,14 @@ In float32, differentiable ops also compare the gradients of every input that re
   skipped   CPU itself fails on every sample, or the op has no CPU kernel for the dtype
 
 A mismatch is never a pass: samples the harness cannot judge (random values) compare dtypes and
-shapes only, and are counted as such (`values_checked`).
+shapes only, and are counted as such (`values_checked`, `unverified_samples`). Each sample is
+guarded by try/except (no timeouts); samples over MAX_SAMPLE_ELEMENTS are skipped.
 """
 from __future__ import annotations
 
 import dataclasses
 import os
 import time
-import traceback
 import warnings
 
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
@@ -279,11 +281,6 @@ def _error_text(e) -> str:
 # One (op, dtype)
 
 
-def supported_dtypes(op):
-    cpu = op.supported_dtypes("cpu")
-    return [d for d in DTYPES if d in cpu]
-
-
 def wants_grad(op, dtype) -> bool:
     return (dtype == torch.float32 and op.supports_autograd
             and dtype in op.supported_backward_dtypes("cpu")
@@ -465,7 +462,3 @@ def _merge_fallbacks(acc, before, exclude=None):
         n = v - before.get(k, 0) - (exclude.get(k, 0) if exclude is not None else 0)
         if n > 0:
             acc[k] = acc.get(k, 0) + n
-
-
-def format_traceback() -> str:
-    return traceback.format_exc()
