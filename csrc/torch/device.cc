@@ -370,11 +370,22 @@ View ViewOf(const at::Tensor& t) {
   return v;
 }
 
+namespace {
+// An index out of range is an IndexError, except in the ops whose CPU kernels raise RuntimeError
+// for it (gather and the scatters). A device error's message starts with the op's name.
+bool OutOfRangeIsRuntimeError(const std::string& message) {
+  for (const char* op : {"aten::gather", "aten::scatter"})
+    if (message.rfind(op, 0) == 0) return true;
+  return false;
+}
+}  // namespace
+
 void ThrowStatus(const Status& s) {
   switch (s.code()) {
     case Code::kResourceExhausted:
       TORCH_CHECK_WITH(OutOfMemoryError, false, s.message());
     case Code::kOutOfRange:
+      TORCH_CHECK(!OutOfRangeIsRuntimeError(s.message()), s.message());
       TORCH_CHECK_INDEX(false, s.message());
     case Code::kUnimplemented:
       TORCH_CHECK_NOT_IMPLEMENTED(false, s.message());

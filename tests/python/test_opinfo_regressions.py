@@ -175,3 +175,23 @@ def test_group_norm_errors():
 def test_group_norm_empty(mode, no_fallback):
     check_same(lambda t: torch.native_group_norm(t, None, None, 2, 4, 0, 2, 1e-5), torch.randn(2, 4, 0))
     check_same(lambda t: torch.native_group_norm(t, None, None, 0, 4, 3, 2, 1e-5), torch.randn(0, 4, 3))
+
+
+# An index out of range found while running: gather/scatter raise RuntimeError as on CPU (they
+# raised IndexError); advanced indexing and index_select along dim 0 keep IndexError. Strict mode
+# raises at the next sync.
+@pytest.mark.parametrize("fn", [
+    lambda x, i: torch.gather(x, 1, i),
+    lambda x, i: torch.scatter(x, 1, i, 1.0),
+    lambda x, i: torch.scatter_add(x, 1, i, x),
+    lambda x, i: torch.scatter_reduce(x, 1, i, x, "amax"),
+    lambda x, i: x[i],
+    lambda x, i: torch.index_select(x.T, 0, i[0]),
+])
+def test_index_out_of_range_exception_type(mode, fn):
+    x = torch.arange(6.0).reshape(2, 3)
+    i = torch.tensor([[0, 7, 1], [2, 1, 0]])
+    with pytest.raises(Exception) as cpu:
+        fn(x, i)
+    with pytest.raises(type(cpu.value)):
+        fn(*to_tpu((x, i))).cpu()

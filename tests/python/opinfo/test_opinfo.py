@@ -34,11 +34,6 @@ SUBSET = [
 ]
 
 
-# Known: an out-of-range index found while the program runs raises IndexError for every op (the
-# device's error carries no exception type per op); CPU's gather/scatter raise RuntimeError.
-INDEX_ERROR_TYPE = {"gather", "scatter_add"}
-
-
 @pytest.fixture(scope="module")
 def ops():
     with torch_tpu.eager_mode("strict"):
@@ -51,9 +46,7 @@ def test_float32_matches_cpu(ops, name):
     assert res.status in ("native", "fallback"), f"{name}: {res.status}: {res.error}"
     assert res.samples > 0
     assert res.grad != "fails", f"{name} gradients: {res.grad_error}"
-    problems = [p for p in res.error_problems
-                if not (name in INDEX_ERROR_TYPE and "expected RuntimeError" in p and "got IndexError" in p)]
-    assert not problems, f"{name}: error inputs: {problems}"
+    assert not res.error_problems, f"{name}: error inputs: {res.error_problems}"
 
 
 # The harness itself must be able to fail: an op whose device result differs from CPU's in
