@@ -65,12 +65,16 @@ def _aliases(out, inputs):
     return None
 
 
-def check_layout(dev_out, cpu_out, dev_inputs, cpu_inputs):
-    """Views alias what CPU's alias (with the same strides and offset); contiguous inputs whose
-    CPU result is contiguous give a contiguous result (what .view() and memory_format rely on)."""
+def check_layout(dev_out, cpu_out, dev_inputs, cpu_inputs, to_cpu=False):
+    """Results are on the device (unless the call asks for the CPU: `to_cpu`); views alias what
+    CPU's alias (with the same strides and offset); contiguous inputs whose CPU result is
+    contiguous give a contiguous result (what .view() and memory_format rely on)."""
+    cpu_outs, dev_outs = tensors_of(cpu_out), tensors_of(dev_out)
+    for i, (d, c) in enumerate(zip(dev_outs, cpu_outs)):
+        if c.device.type == "cpu" and d.device.type != "tpu" and not to_cpu:
+            raise Mismatch(f"out{i}: on {d.device}, not on the tpu device")
     if any(t.layout != torch.strided for t in tensors_of([cpu_out, cpu_inputs])):
         return  # sparse: no strides
-    cpu_outs, dev_outs = tensors_of(cpu_out), tensors_of(dev_out)
     all_contiguous = all(t.is_contiguous() for t in cpu_inputs)
     for i, (d, c) in enumerate(zip(dev_outs, cpu_outs)):
         ca, da = _aliases(c, cpu_inputs), _aliases(d, dev_inputs)

@@ -93,6 +93,7 @@ def _on_tpu(t):
      "not contiguous"),
     (lambda x: (x.exp(), x.detach().zero_())[0] if _on_tpu(x) else x.exp(), "inputs after the call"),
     (lambda x: x[:2] if _on_tpu(x) else x[:3], "shape"),
+    (lambda x: (x * 2).cpu(), "not on the tpu device"),
 ])
 def test_harness_reports_mismatches(fn, why):
     res = walker.check_op(_FakeOp(fn), torch.float32, grad=False)

@@ -136,6 +136,17 @@ def _move_tensor(x, shared, storages):
     return storages[key].as_strided(x.shape, x.stride(), x.storage_offset())
 
 
+def _names_device(x, kind) -> bool:
+    """Whether a (moved) sample names a device of `kind` as an argument (`x.to("cpu")`)."""
+    if isinstance(x, (list, tuple)):
+        return any(_names_device(v, kind) for v in x)
+    if isinstance(x, dict):
+        return any(_names_device(v, kind) for v in x.values())
+    if isinstance(x, str):
+        return x.split(":")[0] == kind
+    return isinstance(x, torch.device) and x.type == kind
+
+
 def _numel(sample) -> int:
     return sum(t.numel() for t in tensors_of([sample.input, sample.args, sample.kwargs]))
 
@@ -216,7 +227,9 @@ def run_sample(op, sample, tol, judge_how, values, with_grad, seed, grad_fallbac
         if why is not None:
             raise Mismatch(f"{e} [{judge_how}: {why}]") from None
     if values:
-        check_layout(actual, expected, dev_inputs, cpu_inputs)
+        # A call with no device tensor nor device argument (torch.arange(2)) makes CPU tensors.
+        on_device = bool(dev_inputs) or _names_device(dev, DEVICE)
+        check_layout(actual, expected, dev_inputs, cpu_inputs, to_cpu=not on_device or _names_device(dev, "cpu"))
         # Inputs the result aliases (an in-place op's self) were compared as the result.
         out_storages = {t.untyped_storage().data_ptr() for t in tensors_of(expected) if t.layout == torch.strided}
         kept = [i for i, t in enumerate(cpu_inputs)
