@@ -47,7 +47,7 @@ core_tests() {
 
 python_tests() {
   local rc=0
-  "$py" -m pytest tests/python -q "$@" || rc=$?
+  timeout 75m "$py" -m pytest tests/python -q "$@" || rc=$?
   if [[ $rc -eq 5 ]]; then
     echo "pytest: no tests were collected (exit 5): treated as a failure"
   fi

@@ -17,10 +17,14 @@ _MODES = ("strict", "debug")
 
 
 def set_eager_mode(mode: str) -> None:
+    """Switches mode after the queued work has run; a pending device error from that work is
+    raised, but the new mode is in force either way."""
     if mode not in _MODES:
         raise ValueError(f"unknown eager mode {mode!r}; expected one of {_MODES}")
-    _C.synchronize(-1)
-    _C.set_option("eager_mode", mode)
+    try:
+        _C.synchronize(-1)
+    finally:
+        _C.set_option("eager_mode", mode)
 
 
 def get_eager_mode() -> str:

@@ -14,9 +14,13 @@ Status PlanExecutable(Executable& exe) {
   std::vector<int> region_of(nv, -1);
 
   int open = -1;  // index of the open region
+  int open_values = 0;  // register slots the open region needs (its ops + distinct outside inputs)
+  std::vector<int> counted;  // outside inputs already counted for the open region
   auto close = [&] {
     if (open >= 0) exe.steps.push_back(Step{StepKind::kFused, open});
     open = -1;
+    open_values = 0;
+    counted.clear();
   };
   for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
     const Op& op = g.ops[i];
@@ -24,6 +28,14 @@ Status PlanExecutable(Executable& exe) {
     OpKind kind = GetOpKind(op.code);
     if (IsElementwise(op.code)) {
       if (open >= 0 && exe.regions[open].shape != op.type.dims) close();
+      // The executor holds a region's values in kMaxRegionValues register slots: a long chain
+      // (e.g. a _foreach_ op over many same-shaped tensors) is split into several regions.
+      if (open >= 0) {
+        int extra = 1;
+        for (int o : op.operands)
+          if (region_of[o] != open && std::find(counted.begin(), counted.end(), o) == counted.end()) ++extra;
+        if (open_values + extra > kMaxRegionValues) close();
+      }
       if (open < 0) {
         exe.regions.emplace_back();
         exe.regions.back().shape = op.type.dims;
@@ -31,6 +43,18 @@ Status PlanExecutable(Executable& exe) {
       }
       exe.regions[open].ops.push_back(i);
       region_of[v] = open;
+      ++open_values;
+      for (int o : op.operands)
+        if (region_of[o] != open && std::find(counted.begin(), counted.end(), o) == counted.end()) {
+          counted.push_back(o);
+          ++open_values;
+        }
+      continue;
+    }
+    if (op.operands.empty()) {
+      // Constants and iotas read nothing, so they can run before the open region without
+      // ending it (a constant in the middle of a chain must not split the fused pass).
+      exe.steps.push_back(Step{StepKind::kKernel, i});
       continue;
     }
     if (kind == OpKind::Structural) {

@@ -97,7 +97,7 @@ TEST(FusionTest, RegionsSplitOnShapeChangeAndKernelUse) {
   int x = b.Param(T(DType::kF32, {2, 3}));     // 0
   int e = b.Unary(OpCode::kExp, x);            // op 0, value 1: region 0
   int s = b.Binary(OpCode::kAdd, e, x);        // op 1, value 2: region 0
-  int zero = b.Constant(0, DType::kF32);       // op 2, value 3: kernel (closes region 0)
+  int zero = b.Constant(0, DType::kF32);       // op 2, value 3: kernel, runs before region 0
   int red = b.Reduce(s, zero, {1}, ReduceKind::kAdd);  // op 3, value 4: kernel
   int n = b.Unary(OpCode::kNegate, red);       // op 4, value 5: region 1 (shape [2])
   int bc = b.BroadcastInDim(n, {2, 3}, {0});   // op 5, value 6: view of region 1 -> closes it
@@ -117,9 +117,36 @@ TEST(FusionTest, RegionsSplitOnShapeChangeAndKernelUse) {
   EXPECT_EQ(exe->regions[2].inputs, (std::vector<int>{6, 1}));
   EXPECT_EQ(exe->regions[2].outputs, (std::vector<int>{7}));
   ASSERT_EQ(exe->steps.size(), 6u);
-  const StepKind kinds[] = {StepKind::kFused, StepKind::kKernel, StepKind::kKernel, StepKind::kFused,
+  // The constant reads nothing, so it does not end region 0: it is scheduled before it.
+  const StepKind kinds[] = {StepKind::kKernel, StepKind::kFused, StepKind::kKernel, StepKind::kFused,
                             StepKind::kView, StepKind::kFused};
   for (int i = 0; i < 6; ++i) EXPECT_EQ(exe->steps[i].kind, kinds[i]) << i;
+}
+
+TEST(FusionTest, ConstantInsideAChainKeepsOneRegion) {
+  Builder b;
+  int x = b.Param(T(DType::kF32, {4}));
+  int e = b.Unary(OpCode::kExp, x);
+  int one = b.ScalarLike(1, e);  // constant + broadcast in the middle of the chain
+  b.Result(b.Binary(OpCode::kAdd, e, one));
+  ExecutablePtr exe = CompileOk(b);
+  ASSERT_NE(exe, nullptr);
+  EXPECT_EQ(exe->regions.size(), 1u);
+  EXPECT_EQ(exe->regions[0].ops.size(), 2u);
+}
+
+TEST(FusionTest, LongChainsSplitAtTheRegisterBudget) {
+  // 40 independent same-shaped updates (like a _foreach_ op): 3 slots each would overflow one
+  // region; every region must fit the executor's register slots.
+  Builder b;
+  std::vector<int> xs;
+  for (int i = 0; i < 40; ++i) xs.push_back(b.Param(T(DType::kF32, {8})));
+  for (int i = 0; i < 40; ++i) b.Result(b.Binary(OpCode::kMultiply, xs[i], xs[(i + 1) % 40]));
+  ExecutablePtr exe = CompileOk(b);
+  ASSERT_NE(exe, nullptr);
+  EXPECT_GT(exe->regions.size(), 1u);
+  for (const auto& r : exe->regions)
+    EXPECT_LE(static_cast<int>(r.ops.size() + r.inputs.size()), kMaxRegionValues);
 }
 
 TEST(FusionTest, DeadCodeIsRemovedBeforePlanning) {

@@ -24,7 +24,12 @@ class Buffer {
   void Release();  // frees through the allocator on the last release
   // Sequence number of the last queued program that reads or writes this buffer.
   uint64_t last_use() const { return last_use_.load(std::memory_order_acquire); }
-  void MarkUse(uint64_t seq) { last_use_.store(seq, std::memory_order_release); }
+  // Monotonic: producers on several threads may mark out of order.
+  void MarkUse(uint64_t seq) {
+    uint64_t cur = last_use_.load(std::memory_order_relaxed);
+    while (cur < seq && !last_use_.compare_exchange_weak(cur, seq, std::memory_order_release)) {
+    }
+  }
 
  private:
   void* data_;

@@ -65,6 +65,9 @@ class Queue {
   uint64_t completed() const { return completed_.load(std::memory_order_acquire); }
   // Destroys finished tasks (releasing the buffers they held) on the calling thread.
   void CollectGarbage();
+  // Waits until every queued task has run and collects them, leaving a pending error in place
+  // for the next sync point (used to reclaim memory before reporting out-of-memory).
+  void Drain();
 
   // Most programs a producer may have queued before Enqueue waits (bounded memory).
   static constexpr uint64_t kMaxInFlight = 4096;

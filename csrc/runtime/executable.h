@@ -12,6 +12,9 @@
 
 namespace tpu {
 
+// Register slots the host executor gives one fused region (the planner never exceeds it).
+constexpr int kMaxRegionValues = 64;
+
 // A fused elementwise region: one pass over `shape`, reading `inputs` (possibly through layout
 // ops inside the region, which become strided loads) and writing `outputs`.
 struct FusedRegion {

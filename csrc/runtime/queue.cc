@@ -96,6 +96,17 @@ void Queue::WorkerLoop() {
   }
 }
 
+void Queue::Drain() {
+  uint64_t seq = submitted_.load(std::memory_order_acquire);
+  if (completed_.load(std::memory_order_acquire) < seq) {
+    std::unique_lock<std::mutex> lock(mu_);
+    waiters_.fetch_add(1);
+    done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_acquire) >= seq; });
+    waiters_.fetch_sub(1);
+  }
+  CollectGarbage();
+}
+
 Status Queue::WaitFor(uint64_t seq) {
   if (completed_.load(std::memory_order_acquire) < seq) {
     // Short spin, then block.

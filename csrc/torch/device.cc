@@ -24,7 +24,15 @@ class TpuAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     int index = CurrentDeviceIndex();
-    auto result = DeviceFor(index).allocator().Allocate(static_cast<int64_t>(nbytes));
+    Device& device = DeviceFor(index);
+    auto result = device.allocator().Allocate(static_cast<int64_t>(nbytes));
+    if (!result.ok()) {
+      // Queued and finished programs may still hold buffers Python has released: reclaim them
+      // before reporting out-of-memory.
+      device.queue().Drain();
+      device.allocator().EmptyCache();
+      result = device.allocator().Allocate(static_cast<int64_t>(nbytes));
+    }
     if (!result.ok()) ThrowStatus(result.status());
     Buffer* buffer = result.value();
     return c10::DataPtr(buffer->data(), buffer, &Release,

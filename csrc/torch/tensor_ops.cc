@@ -56,12 +56,21 @@ void GrowStorage(const at::Tensor& self, size_t nbytes) {
 const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
                           std::optional<at::MemoryFormat> memory_format) {
   auto* impl = self.unsafeGetTensorImpl();
+  // Restore the old geometry if growing the storage fails (out of memory): the tensor must
+  // never describe more elements than its storage holds.
+  std::vector<int64_t> old_sizes(impl->sizes().begin(), impl->sizes().end());
+  std::vector<int64_t> old_strides(impl->strides().begin(), impl->strides().end());
   impl->set_sizes_contiguous(size);
   auto fmt = memory_format.value_or(at::MemoryFormat::Contiguous);
   if (fmt != at::MemoryFormat::Preserve) impl->empty_tensor_restride(fmt);
   size_t needed = at::detail::computeStorageNbytes(size, impl->strides(), self.dtype().itemsize(),
                                                    self.storage_offset());
-  GrowStorage(self, needed);
+  try {
+    GrowStorage(self, needed);
+  } catch (...) {
+    impl->set_sizes_and_strides(old_sizes, old_strides);
+    throw;
+  }
   return self;
 }
 

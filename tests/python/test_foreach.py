@@ -131,3 +131,32 @@ def test_optimizer_steps_match_cpu(opt_cls, kwargs, mode):
         torch.testing.assert_close(p_dev.cpu(), p_cpu, rtol=1e-5, atol=1e-6)
     fb = torch_tpu.metrics.fallback_ops()
     assert not any(k.startswith("aten::_foreach") for k in fb), fb
+
+
+def test_many_same_shaped_tensors_in_one_program(no_fallback):
+    # A model's parameters are often many tensors of one shape: the program's elementwise chain
+    # must be split into regions that fit the executor's registers.
+    cpu = [torch.randn(8, generator=torch.Generator().manual_seed(i)) for i in range(40)]
+    exp_avg = [torch.zeros(8) for _ in range(40)]
+    dev, dev_avg = to_tpu([t.clone() for t in cpu]), to_tpu([t.clone() for t in exp_avg])
+    for params, avg in ((cpu, exp_avg), (dev, dev_avg)):
+        torch._foreach_lerp_(avg, params, 0.1)
+        torch._foreach_addcdiv_(params, avg, [a.abs() + 1 for a in avg], [-1e-2] * 40)
+    assert_lists_close(dev, cpu)
+    assert_lists_close(dev_avg, exp_avg)
+
+
+def test_aliased_lists_follow_tensor_by_tensor_order():
+    x, y = torch.randn(5), torch.randn(5)
+    cpu_x, cpu_y = x.clone(), y.clone()
+    torch._foreach_add_([cpu_x, cpu_y], [cpu_y, cpu_x])
+    dx, dy = x.to("tpu"), y.to("tpu")
+    torch._foreach_add_([dx, dy], [dy, dx])
+    torch.testing.assert_close(dx.cpu(), cpu_x)
+    torch.testing.assert_close(dy.cpu(), cpu_y)
+
+
+def test_scalar_list_length_is_checked():
+    a = to_tpu(tensors(0))
+    with pytest.raises(RuntimeError, match="same number of elements as scalar list"):
+        torch._foreach_add_(a, [1.0])

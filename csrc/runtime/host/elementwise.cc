@@ -522,9 +522,9 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
 
   const int nslots = nin + nops;
   ForEachTile(dims, operands, [&](const int64_t* off, int64_t len) {
-    alignas(64) thread_local static char storage[64][kTile * 8];
-    void* regs[64];
-    if (nslots > 64) return;  // guarded below
+    alignas(64) thread_local static char storage[kMaxRegionValues][kTile * 8];
+    void* regs[kMaxRegionValues];
+    if (nslots > kMaxRegionValues) return;  // guarded below
     for (int k = 0; k < nin; ++k) {
       const Operand& o = operands[k];
       const char* p = o.base + off[k] * o.elem;
@@ -562,7 +562,7 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
       Store(o.dtype, regs[out_slot[k]], len, o.base + off[nin + k] * o.elem, inner_stride(o));
     }
   });
-  if (nslots > 64) return Unimplemented("fused region with more than 64 values");
+  if (nslots > kMaxRegionValues) return Internal("fused region with more values than register slots");
   return Status::Ok();
 }
 

@@ -45,8 +45,23 @@ Status HostExecutor::Run(const Launch& launch) {
   int nv = g.num_values();
   if (static_cast<int>(launch.params.size()) != np || launch.results.size() != g.results.size())
     return Internal("launch of " + e.name + " has the wrong number of arguments");
-  if (scratch_.size() < static_cast<size_t>(e.scratch_bytes) + 64) scratch_.resize(e.scratch_bytes + 64);
-  char* scratch = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(scratch_.data()) + 63) & ~uintptr_t{63});
+  // Uninitialized (pages of temps that are written straight into results are never touched);
+  // a very large scratch is not kept between launches.
+  size_t need = static_cast<size_t>(e.scratch_bytes) + 64;
+  if (scratch_capacity_ < need) {
+    scratch_.reset(new char[need]);
+    scratch_capacity_ = need;
+  }
+  char* scratch = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(scratch_.get()) + 63) & ~uintptr_t{63});
+  struct TrimScratch {
+    HostExecutor* self;
+    ~TrimScratch() {
+      if (self->scratch_capacity_ > (size_t{64} << 20)) {
+        self->scratch_.reset();
+        self->scratch_capacity_ = 0;
+      }
+    }
+  } trim{this};
   views_.resize(nv);
   std::vector<View>& views = views_;
   for (int p = 0; p < np; ++p) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "runtime/device.h"
@@ -12,7 +13,8 @@ class HostExecutor : public Executor {
   Status Run(const Launch& launch) override;
 
  private:
-  std::vector<char> scratch_;  // reused across launches
+  std::unique_ptr<char[]> scratch_;  // reused across launches (up to 64 MiB)
+  size_t scratch_capacity_ = 0;
   std::vector<View> views_;    // per value, reused across launches
 };
 

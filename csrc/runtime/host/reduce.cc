@@ -148,7 +148,10 @@ Status RunReduce(const Op& op, const View& in, const View& init, const View& out
     inner = outer;
     outer = 1;
   } else {
-    src = Materialize(in, perm, acc, storage);
+    bool identity = true;
+    for (size_t i = 0; i < perm.size(); ++i) identity &= perm[i] == static_cast<int64_t>(i);
+    // Trailing-dim reductions of a contiguous input (softmax, norms, losses) read it in place.
+    src = identity && in.IsContiguous() && in.dtype == acc ? in : Materialize(in, perm, acc, storage);
   }
   DispatchAcc(acc, [&](auto t) {
     using T = decltype(t);

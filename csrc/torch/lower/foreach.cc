@@ -20,7 +20,9 @@
 #include <ATen/ops/_foreach_zero_native.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <functional>
+#include <unordered_map>
 #include <variant>
 
 #include "torch/lower/elementwise_util.h"
@@ -35,6 +37,12 @@ using MathFn = std::function<int(Builder&, const std::vector<int>&)>;
 
 bool OnOneDevice(at::TensorList self, const std::vector<Arg>& first_args, const ArgsFn& args) {
   if (self.empty()) return false;
+  // One program reads every input before writing: when list entries share storage (the same
+  // tensor twice, or self[i] read as another entry's operand), ATen's tensor-by-tensor order
+  // gives different results, so such lists take the per-tensor path.
+  std::unordered_map<const void*, size_t> owner;  // storage -> index in self
+  for (size_t i = 0; i < self.size(); ++i)
+    if (!owner.emplace(self[i].storage().unsafeGetStorageImpl(), i).second) return false;
   c10::Device dev = self[0].device();
   if (dev.type() != c10::DeviceType::PrivateUse1) return false;
   std::vector<Arg> extra;
@@ -45,6 +53,8 @@ bool OnOneDevice(at::TensorList self, const std::vector<Arg>& first_args, const 
     args(i, extra);
     for (const Arg& a : extra) {
       if (const auto* x = std::get_if<at::Tensor>(&a)) {
+        auto it = owner.find(x->storage().unsafeGetStorageImpl());
+        if (it != owner.end() && it->second != i) return false;
         bool cpu_scalar = IsCpuScalar(*x);
         if (!cpu_scalar && (x->device() != dev || x->scalar_type() != t.scalar_type())) return false;
         if (!cpu_scalar && x->sizes() != t.sizes() && x->dim() != 0) return false;
@@ -92,7 +102,8 @@ ArgsFn NoArgs() {
 ArgsFn ScalarArg(const at::Scalar& s) {
   return [s](size_t, std::vector<Arg>& out) { out.emplace_back(s); };
 }
-ArgsFn ScalarListArg(at::ArrayRef<at::Scalar> s) {
+ArgsFn ScalarListArg(at::ArrayRef<at::Scalar> s, size_t n) {
+  TORCH_CHECK(s.size() == n, "Tensor list must have same number of elements as scalar list.");
   std::vector<at::Scalar> v(s.begin(), s.end());
   return [v](size_t i, std::vector<Arg>& out) { out.emplace_back(v.at(i)); };
 }
@@ -170,25 +181,25 @@ namespace nat = at::native;
 // add / sub
 TPU_FOREACH_INPLACE(add_scalar_, "aten::_foreach_add_", ScalarArg(s), AddFn(false, false), nat::foreach_tensor_add_scalar_kernel_slow_(self, s), TL self, const at::Scalar& s)
 TPU_FOREACH_INPLACE(add_list_, "aten::_foreach_add_", (CheckSizes("_foreach_add_", self, o.size()), Concat(ListArg(o), ScalarArg(a))), AddFn(false, true), nat::foreach_tensor_add_list_kernel_slow_(self, o, a), TL self, TL o, const at::Scalar& a)
-TPU_FOREACH_INPLACE(add_slist_, "aten::_foreach_add_", ScalarListArg(s), AddFn(false, false), nat::foreach_tensor_add_scalarlist_kernel_slow_(self, s), TL self, SL s)
+TPU_FOREACH_INPLACE(add_slist_, "aten::_foreach_add_", ScalarListArg(s, self.size()), AddFn(false, false), nat::foreach_tensor_add_scalarlist_kernel_slow_(self, s), TL self, SL s)
 TPU_FOREACH_INPLACE(add_tensor_, "aten::_foreach_add_", Concat(TensorArg(o), ScalarArg(a)), AddFn(false, true), nat::foreach_tensor_add_tensor_kernel_slow_(self, o, a), TL self, const at::Tensor& o, const at::Scalar& a)
 TPU_FOREACH_FUNCTIONAL(add_scalar, "aten::_foreach_add", ScalarArg(s), AddFn(false, false), nat::foreach_tensor_add_scalar_kernel_slow(self, s), TL self, const at::Scalar& s)
 TPU_FOREACH_FUNCTIONAL(add_list, "aten::_foreach_add", (CheckSizes("_foreach_add", self, o.size()), Concat(ListArg(o), ScalarArg(a))), AddFn(false, true), nat::foreach_tensor_add_list_kernel_slow(self, o, a), TL self, TL o, const at::Scalar& a)
-TPU_FOREACH_FUNCTIONAL(add_slist, "aten::_foreach_add", ScalarListArg(s), AddFn(false, false), nat::foreach_tensor_add_scalarlist_kernel_slow(self, s), TL self, SL s)
+TPU_FOREACH_FUNCTIONAL(add_slist, "aten::_foreach_add", ScalarListArg(s, self.size()), AddFn(false, false), nat::foreach_tensor_add_scalarlist_kernel_slow(self, s), TL self, SL s)
 TPU_FOREACH_FUNCTIONAL(add_tensor, "aten::_foreach_add", Concat(TensorArg(o), ScalarArg(a)), AddFn(false, true), nat::foreach_tensor_add_tensor_kernel_slow(self, o, a), TL self, const at::Tensor& o, const at::Scalar& a)
 TPU_FOREACH_INPLACE(sub_scalar_, "aten::_foreach_sub_", ScalarArg(s), AddFn(true, false), nat::foreach_tensor_sub_scalar_kernel_slow_(self, s), TL self, const at::Scalar& s)
 TPU_FOREACH_INPLACE(sub_list_, "aten::_foreach_sub_", (CheckSizes("_foreach_sub_", self, o.size()), Concat(ListArg(o), ScalarArg(a))), AddFn(true, true), nat::foreach_tensor_sub_list_kernel_slow_(self, o, a), TL self, TL o, const at::Scalar& a)
-TPU_FOREACH_INPLACE(sub_slist_, "aten::_foreach_sub_", ScalarListArg(s), AddFn(true, false), nat::foreach_tensor_sub_scalarlist_kernel_slow_(self, s), TL self, SL s)
+TPU_FOREACH_INPLACE(sub_slist_, "aten::_foreach_sub_", ScalarListArg(s, self.size()), AddFn(true, false), nat::foreach_tensor_sub_scalarlist_kernel_slow_(self, s), TL self, SL s)
 
 // mul / div
 #define TPU_FOREACH_MULDIV(name, IROP)                                                                                       \
   TPU_FOREACH_INPLACE(name##_scalar_, "aten::_foreach_" #name "_", ScalarArg(s), Bin(IROP), nat::foreach_tensor_##name##_scalar_kernel_slow_(self, s), TL self, const at::Scalar& s) \
   TPU_FOREACH_INPLACE(name##_list_, "aten::_foreach_" #name "_", (CheckSizes("_foreach_" #name "_", self, o.size()), ListArg(o)), Bin(IROP), nat::foreach_tensor_##name##_list_kernel_slow_(self, o), TL self, TL o) \
-  TPU_FOREACH_INPLACE(name##_slist_, "aten::_foreach_" #name "_", ScalarListArg(s), Bin(IROP), nat::foreach_tensor_##name##_scalarlist_kernel_slow_(self, s), TL self, SL s) \
+  TPU_FOREACH_INPLACE(name##_slist_, "aten::_foreach_" #name "_", ScalarListArg(s, self.size()), Bin(IROP), nat::foreach_tensor_##name##_scalarlist_kernel_slow_(self, s), TL self, SL s) \
   TPU_FOREACH_INPLACE(name##_tensor_, "aten::_foreach_" #name "_", TensorArg(o), Bin(IROP), nat::foreach_tensor_##name##_tensor_kernel_slow_(self, o), TL self, const at::Tensor& o) \
   TPU_FOREACH_FUNCTIONAL(name##_scalar, "aten::_foreach_" #name, ScalarArg(s), Bin(IROP), nat::foreach_tensor_##name##_scalar_kernel_slow(self, s), TL self, const at::Scalar& s) \
   TPU_FOREACH_FUNCTIONAL(name##_list, "aten::_foreach_" #name, (CheckSizes("_foreach_" #name, self, o.size()), ListArg(o)), Bin(IROP), nat::foreach_tensor_##name##_list_kernel_slow(self, o), TL self, TL o) \
-  TPU_FOREACH_FUNCTIONAL(name##_slist, "aten::_foreach_" #name, ScalarListArg(s), Bin(IROP), nat::foreach_tensor_##name##_scalarlist_kernel_slow(self, s), TL self, SL s) \
+  TPU_FOREACH_FUNCTIONAL(name##_slist, "aten::_foreach_" #name, ScalarListArg(s, self.size()), Bin(IROP), nat::foreach_tensor_##name##_scalarlist_kernel_slow(self, s), TL self, SL s) \
   TPU_FOREACH_FUNCTIONAL(name##_tensor, "aten::_foreach_" #name, TensorArg(o), Bin(IROP), nat::foreach_tensor_##name##_tensor_kernel_slow(self, o), TL self, const at::Tensor& o)
 TPU_FOREACH_MULDIV(mul, OpCode::kMultiply)
 TPU_FOREACH_MULDIV(div, OpCode::kDivide)
@@ -206,7 +217,7 @@ TPU_FOREACH_INPLACE(lerp_list_, "aten::_foreach_lerp_", (CheckSizes("_foreach_le
 // addcmul / addcdiv
 #define TPU_FOREACH_ADDC(name, MATH)                                                                                         \
   TPU_FOREACH_INPLACE(name##_scalar_, "aten::_foreach_" #name "_", (CheckSizes("_foreach_" #name "_", self, t1.size()), Concat(Concat(ListArg(t1), ListArg(t2)), ScalarArg(v))), MATH, nat::foreach_tensor_##name##_scalar_slow_(self, t1, t2, v), TL self, TL t1, TL t2, const at::Scalar& v) \
-  TPU_FOREACH_INPLACE(name##_slist_, "aten::_foreach_" #name "_", (CheckSizes("_foreach_" #name "_", self, t1.size()), Concat(Concat(ListArg(t1), ListArg(t2)), ScalarListArg(v))), MATH, nat::foreach_tensor_##name##_scalarlist_slow_(self, t1, t2, v), TL self, TL t1, TL t2, SL v)
+  TPU_FOREACH_INPLACE(name##_slist_, "aten::_foreach_" #name "_", (CheckSizes("_foreach_" #name "_", self, t1.size()), Concat(Concat(ListArg(t1), ListArg(t2)), ScalarListArg(v, self.size()))), MATH, nat::foreach_tensor_##name##_scalarlist_slow_(self, t1, t2, v), TL self, TL t1, TL t2, SL v)
 TPU_FOREACH_ADDC(addcmul, AddcmulMath)
 TPU_FOREACH_ADDC(addcdiv, AddcdivMath)
 
