@@ -75,6 +75,7 @@ def test_conv1d_and_conv3d(mode, no_fallback, dim):
     (2, 0, 1, 1, 2),  # output_padding > padding: rows only the padding reaches
     (3, 2, 0, 2, 1),
     (1, 1, 0, 1, 3),
+    (1, 0, 1, 2, 1),  # output_padding >= stride (allowed below the dilation)
 ])
 def test_conv_transpose2d_matches_cpu(mode, no_fallback, stride, padding, output_padding, dilation, groups):
     g = torch.Generator().manual_seed(2)
@@ -160,3 +161,5 @@ def test_conv_errors_match_cpu():
     assert dev == "Input type (double) and weight type (float) should be the same"
     cpu, dev = _errors(F.conv_transpose2d, x, w)
     assert cpu == dev
+    cpu, dev = _errors(lambda x, w: F.conv_transpose2d(x, w, padding=2), torch.randn(1, 4, 1, 3), torch.randn(4, 2, 2, 2))
+    assert cpu == dev  # an empty transposed output

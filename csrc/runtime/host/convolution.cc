@@ -179,7 +179,7 @@ bool PlanProblem(const ConvolutionSpec& s, View L, View R, View Y, Problem* p,
     p->strides.push_back(s.lhs_dilation[d]);
     p->dilates.push_back(s.rhs_dilation[d] - 1);
   }
-  int64_t O = R.dims[0], G = fgc;
+  int64_t G = fgc;
   View rev = Grouped(R, G);        // [G, O/G, I, k...]
   rev = Permuted(rev, 0, 2, [&] {  // [G, I, O/G, k...]
     Dims rest{1};
@@ -197,7 +197,6 @@ bool PlanProblem(const ConvolutionSpec& s, View L, View R, View Y, Problem* p,
     w.dims.erase(w.dims.begin());
     w.strides.erase(w.strides.begin());
   }
-  (void)O;
   p->src = Y;
   p->wei = w;
   p->dst = L;

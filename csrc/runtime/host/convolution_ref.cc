@@ -27,7 +27,7 @@ void Loop(const ConvolutionSpec& s, const View& L, const View& R, const View& Y,
   int n = static_cast<int>(L.dims.size()) - 2;
   const A* x = static_cast<const A*>(L.data);
   const A* w = static_cast<const A*>(R.data);
-  int64_t B = L.dims[0], F = L.dims[1], O = R.dims[0], I = R.dims[1];
+  int64_t B = L.dims[0], O = R.dims[0], I = R.dims[1];
   int64_t fgc = s.feature_group_count, bgc = s.batch_group_count;
   int64_t out_batch = B / bgc;
   std::vector<std::vector<int64_t>> tables;
@@ -66,7 +66,6 @@ void Loop(const ConvolutionSpec& s, const View& L, const View& R, const View& Y,
         out[(b * O + o) * ysize + yi] = acc;
       }
     }
-  (void)F;
 }
 
 }  // namespace

@@ -31,6 +31,23 @@ View Contiguous(const View& v, std::vector<char>& storage) {
 
 bool Contains(const Dims& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
+// The index_select pattern along one dim d: one collapsed/indexed dim d, the batch (indices
+// [n, 1]) in place of d in the result or updates, every other dim whole. Returns d, or -1.
+int64_t AlongOneDim(const Attrs& a, const Dims& operand, const Dims& result, const View& indices,
+                    bool whole_slices) {
+  if (a.b.size() != 1 || a.c.size() != 1 || a.b[0] != a.c[0] || indices.dims.size() != 2 ||
+      indices.dims[1] != 1 || result.size() != operand.size())
+    return -1;
+  int64_t d = a.b[0];
+  Dims rest;
+  for (int64_t i = 0; i < static_cast<int64_t>(operand.size()); ++i) {
+    if (i == d) continue;
+    rest.push_back(i);
+    if (result[i] != operand[i] || (whole_slices && a.d[i] != operand[i])) return -1;
+  }
+  return a.a == rest && result[d] == indices.dims[0] ? d : -1;
+}
+
 Status IndexError(int64_t index, int64_t dim, int64_t size) {
   return OutOfRange("index " + std::to_string(index) + " is out of bounds for dimension " +
                     std::to_string(dim) + " with size " + std::to_string(size));
@@ -91,6 +108,19 @@ Status RunGather(const Op& op, const View& operand_in, const View& indices, cons
   }
   char* dst = static_cast<char*>(out.data);
   const char* src = static_cast<const char*>(operand.data);
+  if (int64_t d = AlongOneDim(a, operand.dims, out.dims, indices, true);
+      d >= 0 && out.IsContiguous()) {
+    // index_select along d: rows of the dims after d, copied per (outer position, index).
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < d; ++i) outer *= operand.dims[i];
+    for (int64_t i = d + 1; i < orank; ++i) inner *= operand.dims[i];
+    int64_t n = operand.dims[d];
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t b = 0; b < nbatch; ++b)
+        std::memcpy(dst + (o * nbatch + b) * inner * elem,
+                    src + (o * n * inner + start_off[b]) * elem, inner * elem);
+    return Status::Ok();
+  }
   if (trailing && window_contig) {
     for (int64_t b = 0; b < nbatch; ++b)
       std::memcpy(dst + b * wsize * elem, src + start_off[b] * elem, wsize * elem);
@@ -136,6 +166,35 @@ Status RunScatter(const Op& op, const View& operand, const View& indices, const 
   ReduceKind kind = static_cast<ReduceKind>(a.kind & 0xff);
   bool checked = (a.kind >> 8) != 0;
   TPU_RETURN_IF_ERROR(CopyView(operand, out));
+  if (int64_t d = AlongOneDim(a, out.dims, updates_in.dims, indices, false);
+      d >= 0 && out.dtype == DType::kF32 && out.IsContiguous()) {
+    // index_add along d on float32 (max-pool and upsampling backward): rows of the dims after d
+    // combined per (outer position, index), without per-element index arithmetic.
+    std::vector<char> s1, s2;
+    View updates = Contiguous(updates_in, s1);
+    Dims idx = IndicesAsI64(indices, s2);
+    int64_t outer = 1, inner = 1, rank = static_cast<int64_t>(out.dims.size());
+    for (int64_t i = 0; i < d; ++i) outer *= out.dims[i];
+    for (int64_t i = d + 1; i < rank; ++i) inner *= out.dims[i];
+    int64_t n = out.dims[d], nb = updates.dims[d];
+    float* dst = static_cast<float*>(out.data);
+    const float* src = static_cast<const float*>(updates.data);
+    for (int64_t b = 0; b < nb; ++b)
+      if (checked && (idx[b] < 0 || idx[b] >= n)) return IndexError(idx[b], d, n);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t b = 0; b < nb; ++b) {
+        int64_t i = idx[b];
+        if (i < 0 || i >= n) continue;  // StableHLO skips out-of-bounds updates
+        float* row = dst + (o * n + i) * inner;
+        const float* from = src + (o * nb + b) * inner;
+        if (kind == ReduceKind::kAdd) {
+          for (int64_t j = 0; j < inner; ++j) row[j] += from[j];
+        } else {
+          for (int64_t j = 0; j < inner; ++j) Apply(kind, row + j, from + j);
+        }
+      }
+    return Status::Ok();
+  }
   std::vector<char> s1, s2;
   View updates = Contiguous(updates_in, s1);
   Dims idx = IndicesAsI64(indices, s2);

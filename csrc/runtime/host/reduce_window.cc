@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -40,39 +41,68 @@ Tables MakeTables(const WindowSpec& w, const Dims& in_dims, const Dims& out_dims
   return t;
 }
 
-// Calls visit(out_index, offsets, valid) for every window element of outputs [begin, end), where
-// offsets[j] is the element offset into operand j (strides[j]) and valid is false for padding.
-template <int N, typename F>
-void ForEachWindow(const Tables& t, const Dims (&strides)[N], int64_t begin, int64_t end,
-                   F&& visit) {
+// Walks the windows of outputs [begin, end): per output f.Start(), then f.Add(offsets, valid)
+// for each window element in row-major window order (offsets[j]: element offset into operand j,
+// by strides[j]; valid is false for padding and holes), then f.Finish(output index). Dims whose
+// window has one element read one coordinate per output, hoisted out of the window walk.
+template <int N, typename Folder>
+void FoldWindows(const Tables& t, const Dims (&strides)[N], int64_t begin, int64_t end, Folder& f) {
   int rank = t.rank;
-  std::vector<int64_t> o(rank), k(rank);
+  SmallVector<int, 8> wd;  // dims walked per window element
+  int64_t wsize = 1;
+  for (int d = 0; d < rank; ++d)
+    if (t.window[d] > 1) {
+      wd.push_back(d);
+      wsize *= t.window[d];
+    }
+  int nw = static_cast<int>(wd.size());
+  std::vector<int64_t> o(rank);
   int64_t rem = begin;
   for (int d = rank - 1; d >= 0; --d) {
     o[d] = t.out_dims[d] ? rem % t.out_dims[d] : 0;
     rem = t.out_dims[d] ? rem / t.out_dims[d] : 0;
   }
+  SmallVector<int64_t, 8> k(nw);
   for (int64_t idx = begin; idx < end; ++idx) {
-    std::fill(k.begin(), k.end(), 0);
-    while (true) {
-      int64_t off[N] = {};
-      bool valid = true;
-      for (int d = 0; d < rank; ++d) {
-        int64_t c = t.coord[d][o[d] * t.window[d] + k[d]];
-        if (c < 0) {
-          valid = false;
-          break;
-        }
-        for (int j = 0; j < N; ++j) off[j] += c * strides[j][d];
-      }
-      visit(idx, off, valid);
-      int d = rank - 1;
-      for (; d >= 0; --d) {
-        if (++k[d] < t.window[d]) break;
-        k[d] = 0;
-      }
-      if (d < 0) break;
+    int64_t base[N] = {};
+    bool base_valid = true;
+    for (int d = 0; d < rank; ++d) {
+      if (t.window[d] > 1) continue;
+      int64_t c = t.coord[d][o[d]];
+      base_valid &= c >= 0;
+      for (int j = 0; j < N; ++j) base[j] += c * strides[j][d];
     }
+    f.Start();
+    if (!base_valid) {
+      for (int64_t e = 0; e < wsize; ++e) f.Add(base, false);
+    } else if (nw == 2) {  // pooling: the common case
+      int d0 = wd[0], d1 = wd[1];
+      const int64_t* c0 = &t.coord[d0][o[d0] * t.window[d0]];
+      const int64_t* c1 = &t.coord[d1][o[d1] * t.window[d1]];
+      for (int64_t a = 0; a < t.window[d0]; ++a)
+        for (int64_t b = 0; b < t.window[d1]; ++b) {
+          int64_t off[N];
+          for (int j = 0; j < N; ++j)
+            off[j] = base[j] + c0[a] * strides[j][d0] + c1[b] * strides[j][d1];
+          f.Add(off, c0[a] >= 0 && c1[b] >= 0);
+        }
+    } else {
+      std::fill(k.begin(), k.end(), 0);
+      for (int64_t e = 0; e < wsize; ++e) {
+        int64_t off[N];
+        bool valid = true;
+        for (int j = 0; j < N; ++j) off[j] = base[j];
+        for (int i = 0; i < nw; ++i) {
+          int d = wd[i];
+          int64_t c = t.coord[d][o[d] * t.window[d] + k[i]];
+          valid &= c >= 0;
+          for (int j = 0; j < N; ++j) off[j] += c * strides[j][d];
+        }
+        f.Add(off, valid);
+        for (int i = nw - 1; i >= 0 && ++k[i] == t.window[wd[i]]; --i) k[i] = 0;
+      }
+    }
+    f.Finish(idx);
     for (int d = rank - 1; d >= 0; --d) {
       if (++o[d] < t.out_dims[d]) break;
       o[d] = 0;
@@ -80,26 +110,55 @@ void ForEachWindow(const Tables& t, const Dims (&strides)[N], int64_t begin, int
   }
 }
 
-template <typename T>
-inline T Combine(ReduceKind kind, T a, T b) {
-  switch (kind) {
-    case ReduceKind::kAdd:
-      return a + b;
-    case ReduceKind::kMul:
-      return a * b;
-    case ReduceKind::kMax:
-      return (a > b || a != a) ? a : b;  // NaN propagates
-    case ReduceKind::kMin:
-      return (a < b || a != a) ? a : b;
-    case ReduceKind::kAnd:
-      return (a != T(0)) && (b != T(0));
-    case ReduceKind::kOr:
-      return (a != T(0)) || (b != T(0));
-    case ReduceKind::kReplace:
-      return b;
-  }
-  return a;
+template <ReduceKind K, typename T>
+inline T Combine(T a, T b) {
+  if constexpr (K == ReduceKind::kAdd) return a + b;
+  if constexpr (K == ReduceKind::kMul) return a * b;
+  if constexpr (K == ReduceKind::kMax) return (a > b || a != a) ? a : b;  // NaN propagates
+  if constexpr (K == ReduceKind::kMin) return (a < b || a != a) ? a : b;
+  if constexpr (K == ReduceKind::kAnd) return (a != T(0)) && (b != T(0));
+  if constexpr (K == ReduceKind::kOr) return (a != T(0)) || (b != T(0));
+  return b;
 }
+
+// reduce_window's fold: padding and holes read the init value.
+template <ReduceKind K, typename T>
+struct ReduceFolder {
+  const T* src;
+  T init;
+  T* dst;
+  T acc;
+  void Start() { acc = init; }
+  void Add(const int64_t* off, bool valid) { acc = Combine<K>(acc, valid ? src[off[0]] : init); }
+  void Finish(int64_t i) { dst[i] = acc; }
+};
+
+// arg_reduce_window's fold: the (value, index) pair that orders highest (see builder.h).
+template <typename T>
+struct ArgFolder {
+  const T* src;
+  const int64_t* index;
+  int64_t* dst;
+  T best;
+  int64_t best_i;
+  void Start() {
+    best = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                : std::numeric_limits<T>::lowest();
+    best_i = std::numeric_limits<int64_t>::max();
+  }
+  void Add(const int64_t* off, bool valid) {
+    if (!valid) return;  // (lowest, INT64_MAX) never beats what is already there
+    T v = src[off[0]];
+    int64_t vi = index[off[1]];
+    bool vnan = v != v, bnan = best != best;
+    if (v > best || (vnan && !bnan) || (v == best && vi < best_i) ||
+        (vnan && bnan && vi > best_i)) {
+      best = v;
+      best_i = vi;
+    }
+  }
+  void Finish(int64_t i) { dst[i] = best_i; }
+};
 
 DType AccType(DType t) {
   if (t == DType::kF32 || t == DType::kBF16 || t == DType::kF16) return DType::kF32;
@@ -131,32 +190,59 @@ Status RunReduceWindow(const Op& op, const View& in, const View& init, const Vie
   int64_t n = out.NumElements();
   if (n == 0) return Status::Ok();
   DType acc = AccType(in.dtype);
-  std::vector<char> in_storage, out_storage(n * DTypeSize(acc));
+  // Results go straight to `out` (contiguous) when it holds the accumulation type.
+  bool direct = out.dtype == acc && out.IsContiguous();
+  std::vector<char> in_storage, out_storage(direct ? 0 : n * DTypeSize(acc));
   View x = As(in, acc, in_storage);
   alignas(8) char init_bytes[8] = {};
   View init_acc{init_bytes, acc, {}, {}};
   TPU_RETURN_IF_ERROR(CopyView(init, init_acc));
   Tables t = MakeTables(w, in.dims, out.dims);
   const Dims strides[1] = {x.strides};
-  auto run = [&](auto zero) {
+  void* dst = direct ? out.data : out_storage.data();
+  auto run = [&](auto zero, auto k) {
     using T = decltype(zero);
-    const T* src = static_cast<const T*>(x.data);
-    T* dst = reinterpret_cast<T*>(out_storage.data());
+    constexpr ReduceKind K = decltype(k)::value;
     T init_v;
     std::memcpy(&init_v, init_bytes, sizeof(T));
     ThreadPool::Get().ParallelFor(n, Grain(t), [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) dst[i] = init_v;
-      ForEachWindow(t, strides, b, e, [&](int64_t i, const int64_t* off, bool valid) {
-        dst[i] = Combine(kind, dst[i], valid ? src[off[0]] : init_v);
-      });
+      ReduceFolder<K, T> f{static_cast<const T*>(x.data), init_v, static_cast<T*>(dst), init_v};
+      FoldWindows(t, strides, b, e, f);
     });
   };
+  auto by_kind = [&](auto zero) {
+    using C = ReduceKind;
+    switch (kind) {
+      case C::kAdd:
+        run(zero, std::integral_constant<C, C::kAdd>{});
+        break;
+      case C::kMul:
+        run(zero, std::integral_constant<C, C::kMul>{});
+        break;
+      case C::kMax:
+        run(zero, std::integral_constant<C, C::kMax>{});
+        break;
+      case C::kMin:
+        run(zero, std::integral_constant<C, C::kMin>{});
+        break;
+      case C::kAnd:
+        run(zero, std::integral_constant<C, C::kAnd>{});
+        break;
+      case C::kOr:
+        run(zero, std::integral_constant<C, C::kOr>{});
+        break;
+      case C::kReplace:
+        run(zero, std::integral_constant<C, C::kReplace>{});
+        break;
+    }
+  };
   if (acc == DType::kF32)
-    run(float{});
+    by_kind(float{});
   else if (acc == DType::kF64)
-    run(double{});
+    by_kind(double{});
   else
-    run(int64_t{});
+    by_kind(int64_t{});
+  if (direct) return Status::Ok();
   View result{out_storage.data(), acc, out.dims, ContiguousStrides(out.dims)};
   return CopyView(result, out);
 }
@@ -165,35 +251,18 @@ Status RunArgReduceWindow(const Op& op, const View& in, const View& index, const
   WindowSpec w = WindowSpec::FromAttrs(op.attrs);
   int64_t n = out.NumElements();
   if (n == 0) return Status::Ok();
-  if (index.dtype != DType::kI64 || out.dtype != DType::kI64)
+  if (index.dtype != DType::kI64 || out.dtype != DType::kI64 || !out.IsContiguous())
     return Internal("arg_reduce_window operand types");
   std::vector<char> in_storage;
   View x = As(in, AccType(in.dtype), in_storage);
   Tables t = MakeTables(w, in.dims, out.dims);
   const Dims strides[2] = {x.strides, index.strides};
-  const int64_t* ix = static_cast<const int64_t*>(index.data);
-  int64_t* dst = static_cast<int64_t*>(out.data);
   auto run = [&](auto zero) {
     using T = decltype(zero);
-    const T* src = static_cast<const T*>(x.data);
-    std::vector<T> best(n);
     ThreadPool::Get().ParallelFor(n, Grain(t), [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        best[i] = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
-                                                       : std::numeric_limits<T>::lowest();
-        dst[i] = std::numeric_limits<int64_t>::max();
-      }
-      ForEachWindow(t, strides, b, e, [&](int64_t i, const int64_t* off, bool valid) {
-        if (!valid) return;  // (lowest, INT64_MAX) never beats what is already there
-        T v = src[off[0]], bv = best[i];
-        int64_t vi = ix[off[1]], bi = dst[i];
-        bool vnan = v != v, bnan = bv != bv;
-        bool take = v > bv || (vnan && !bnan) || (v == bv && vi < bi) || (vnan && bnan && vi > bi);
-        if (take) {
-          best[i] = v;
-          dst[i] = vi;
-        }
-      });
+      ArgFolder<T> f{static_cast<const T*>(x.data), static_cast<const int64_t*>(index.data),
+                     static_cast<int64_t*>(out.data), T{}, 0};
+      FoldWindows(t, strides, b, e, f);
     });
   };
   if (x.dtype == DType::kF64)

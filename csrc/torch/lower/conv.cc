@@ -6,6 +6,7 @@
 // add the bias there and round once, as oneDNN does for PyTorch's CPU kernels.
 #include <torch/library.h>
 
+#include <string>
 #include <tuple>
 
 #include "ir/conv_grad.h"
@@ -78,15 +79,26 @@ void CheckTypes(const at::Tensor& input, const at::Tensor& weight, const at::Ten
 Dims OutputSpatial(const at::Tensor& input, const at::Tensor& weight, const Conv& c,
                    bool transposed) {
   Dims out;
+  bool positive = true;
   for (int64_t i = 0; i < c.spatial; ++i) {
     int64_t in = input.size(2 + i), k = weight.size(2 + i);
     int64_t ext = c.p.dilation[i] * (k - 1) + 1;
+    // ATen checks a forward window fits before it calls us; a transposed output must not be
+    // empty (CPU's transposed kernels refuse it with the message below).
     out.push_back(transposed
                       ? (in - 1) * c.p.stride[i] - 2 * c.p.padding[i] + ext + c.output_padding[i]
                       : (in + 2 * c.p.padding[i] - ext) / c.p.stride[i] + 1);
-    TORCH_CHECK(out.back() > 0 || (!transposed && in + 2 * c.p.padding[i] >= ext),
-                "Calculated output size is too small: input ", input.sizes(), ", kernel ",
-                weight.sizes());
+    positive &= out.back() > 0;
+  }
+  if (!positive) {
+    auto join = [](at::IntArrayRef v) {
+      std::string s;
+      for (size_t i = 0; i < v.size(); ++i) s += (i ? " x " : "") + std::to_string(v[i]);
+      return s;
+    };
+    TORCH_CHECK(false, "Given input size per channel: (", join(input.sizes().slice(2)),
+                "). Calculated output size per channel: (",
+                join(at::IntArrayRef(out.data(), out.size())), "). Output size is too small");
   }
   return out;
 }
@@ -160,9 +172,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   Dims k_spatial(weight.sizes().begin() + 2, weight.sizes().end());
   if (mask[0]) {
     int w = l.Input(weight);
-    l.Output(
-        transposed ? ConvForward(b, g, w, c.p, acc) : ConvInputGrad(b, g, w, c.p, in_spatial, acc),
-        gx);
+    int r;
+    if (transposed) {
+      // The forward convolution of grad_output; an output_padding of at least the stride
+      // (allowed below the dilation) adds windows past the input's rows: dropped.
+      r = ConvForward(b, g, w, c.p, acc);
+      Dims full = ToDims(input.sizes());
+      if (b.TypeOf(r).dims != full)
+        r = b.Slice(r, Dims(full.size(), int64_t{0}), full, Dims(full.size(), int64_t{1}));
+    } else {
+      r = ConvInputGrad(b, g, w, c.p, in_spatial, acc);
+    }
+    l.Output(r, gx);
   }
   if (mask[1]) {
     int x = l.Input(input);

@@ -1,7 +1,7 @@
 // 2-d upsampling: upsample_nearest2d and upsample_bilinear2d with their backward ops, separable
 // per spatial dim. Source indices and weights are computed in the program from iotas with
 // PyTorch's CPU formulas in float32 (so they round alike), the scale a runtime parameter:
-//   nearest:  src = min(floor(dst * scale), in - 1)  (exact dst and dst / 2 when out is in or 2in)
+//   nearest:  src = min(floor(dst * scale), in - 1)  (exactly dst and dst / 2 when out is in, 2 in)
 //   bilinear: src = scale * (dst + 0.5) - 0.5 clamped at 0 (or scale * dst with align_corners),
 //             i0 = min(floor(src), in - 1), i1 = i0 + (i0 < in - 1), l1 = clamp(src - i0, 0, 1)
 // The forward gathers rows then columns; the backward scatter-adds the weighted gradient along
@@ -40,9 +40,7 @@ Taps NearestTaps(Lowering& l, int64_t in, int64_t out, std::optional<double> sca
   Taps t;
   if (out == in) {
     t.i0 = dst;
-  } else if (out == 2 * in) {
-    t.i0 = b.Binary(OpCode::kDivide, dst, I64(b, 2, out));
-  } else {
+  } else {  // (doubling is NearestDim's broadcast)
     int s = nn::Splat(l, ScaleValue<float>(scale, in, out), DType::kF32, {out});
     int src = b.Unary(OpCode::kFloor, b.Binary(OpCode::kMultiply, b.Convert(dst, DType::kF32), s));
     t.i0 = b.Binary(OpCode::kMinimum, b.Convert(src, DType::kI64), I64(b, in - 1, out));
@@ -120,6 +118,33 @@ int Put(Builder& b, int g, int dim, int idx, int64_t size) {
                    /*checked=*/false);
 }
 
+// Nearest along one dim. Doubling (dst / 2, exact in PyTorch too) repeats each row twice with a
+// broadcast; other sizes gather.
+int NearestDim(Lowering& l, int x, int dim, int64_t in, int64_t out, std::optional<double> scale) {
+  Builder& b = l.b();
+  if (out != 2 * in) return Take(b, x, dim, NearestTaps(l, in, out, scale).i0);
+  const Dims dims = b.TypeOf(x).dims;
+  Dims split = dims;
+  split.insert(split.begin() + dim + 1, 1);
+  Dims pairs = split;
+  pairs[dim + 1] = 2;
+  Dims doubled = dims;
+  doubled[dim] *= 2;
+  int r = b.Reshape(x, split);
+  return b.Reshape(b.BroadcastInDim(r, pairs, nn::Range(0, pairs.size())), doubled);
+}
+
+// The adjoint: doubling sums row pairs (reduce_window, in CPU's accumulation order); other sizes
+// scatter-add.
+int NearestDimBackward(Lowering& l, int g, int dim, int64_t in, int64_t out,
+                       std::optional<double> scale) {
+  Builder& b = l.b();
+  if (out != 2 * in) return Put(b, g, dim, NearestTaps(l, in, out, scale).i0, in);
+  WindowSpec w = WindowSpec::Of(Dims(b.TypeOf(g).dims.size(), int64_t{1}));
+  w.dimensions[dim] = w.strides[dim] = 2;
+  return b.ReduceWindow(g, b.Constant(0, b.TypeOf(g).dtype), w, ReduceKind::kAdd);
+}
+
 // A per-position weight along `dim`, broadcast to x's shape and converted to its dtype.
 int Weighted(Builder& b, int x, int w, int dim) {
   const TensorType t = b.TypeOf(x);
@@ -152,8 +177,8 @@ at::Tensor Nearest(const at::Tensor& self, at::IntArrayRef output_size, std::opt
   Builder& b = l.b();
   int64_t h = self.size(2), w = self.size(3);
   int x = l.Input(self);
-  x = Take(b, x, 2, NearestTaps(l, h, output_size[0], sh).i0);
-  x = Take(b, x, 3, NearestTaps(l, w, output_size[1], sw).i0);
+  x = NearestDim(l, x, 2, h, output_size[0], sh);
+  x = NearestDim(l, x, 3, w, output_size[1], sw);
   l.Output(x, result);
   l.Run();
   return result;
@@ -171,8 +196,8 @@ at::Tensor NearestBackward(const at::Tensor& grad, at::IntArrayRef output_size,
   Builder& b = l.b();
   int64_t h = input_size[2], w = input_size[3];
   int g = l.Input(grad, OpMath(grad.scalar_type()));
-  g = Put(b, g, 3, NearestTaps(l, w, output_size[1], sw).i0, w);
-  g = Put(b, g, 2, NearestTaps(l, h, output_size[0], sh).i0, h);
+  g = NearestDimBackward(l, g, 3, w, output_size[1], sw);
+  g = NearestDimBackward(l, g, 2, h, output_size[0], sh);
   l.Output(g, result);
   l.Run();
   return result;
