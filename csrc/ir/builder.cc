@@ -389,7 +389,8 @@ StatusOr<const Graph*> Builder::FinishInPlace() {
   if (!status_.ok()) return status_;
   // Renumber: parameters first, then ops in the order they were added.
   int np = graph_.num_params();
-  std::vector<int> remap(types_.size());
+  std::vector<int>& remap = remap_;
+  remap.resize(types_.size());
   int next_op = np;
   for (size_t v = 0; v < types_.size(); ++v) remap[v] = param_index_[v] >= 0 ? param_index_[v] : next_op++;
   for (Op& op : graph_.ops)

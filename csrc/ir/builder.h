@@ -82,6 +82,7 @@ class Builder {
   Graph graph_;               // ops hold builder ids until Finish() renumbers them
   std::vector<TensorType> types_;  // per builder id
   std::vector<int> param_index_;   // per builder id: parameter number, or -1 for an op
+  std::vector<int> remap_;         // Finish()'s scratch, kept so a pooled builder never allocates
   Status status_;
 };
 

@@ -57,6 +57,11 @@ class Queue {
   ~Queue();
   // Returns the task's sequence number.
   uint64_t Enqueue(Task task, TaskContext ctx);
+  // Queues `executor->Run(...)` of `exe` over the bindings, which are moved into the queue's own
+  // launch slot, and marks every bound buffer as used by it. The hot path of eager mode: it
+  // allocates nothing (a slot's vectors keep their capacity from one launch to the next).
+  uint64_t EnqueueLaunch(Executor* executor, ExecutablePtr exe, Binding* params, size_t num_params,
+                         Binding* results, size_t num_results, TaskContext ctx);
   // Waits until every task up to `seq` has run. Returns (and clears) the first error raised.
   Status WaitFor(uint64_t seq);
   Status Synchronize() { return WaitFor(submitted_.load(std::memory_order_acquire)); }
@@ -74,28 +79,38 @@ class Queue {
 
  private:
   struct Item {
-    Task task;
+    Task task;                    // a general task, or (when empty) executor->Run(launch)
+    Executor* executor = nullptr;
+    Launch launch;
     TaskContext ctx;
-    uint64_t seq = 0;
   };
+  // Claims the ring slot for the next task (waiting for room), under `lock` on mu_.
+  Item& BeginEnqueue(std::unique_lock<std::mutex>& lock);
+  uint64_t FinishEnqueue(std::unique_lock<std::mutex>& lock);
+  void ReclaimLocked();
   void WorkerLoop();
-  int device_;
-  std::mutex mu_;
-  std::condition_variable work_cv_, done_cv_;
-  // Note [Queue memory]: a fixed ring (no allocation per task), and finished tasks are handed
-  // back to the producer side (graveyard_) to be destroyed there: the launch objects were
-  // allocated by the producer, and freeing them on the worker thread made every op pay for
-  // cross-thread malloc arena traffic.
+  void WakeWaiters();
+  // Layout: the producer's fields, the two counters, and the rarely written fields each get their
+  // own cache line, so the worker polling `submitted_` and publishing `completed_` never makes the
+  // producer's lock miss the cache (and nothing else on the device's object shares those lines).
+  const int device_;
+  // Note [Queue memory]: a fixed ring of task slots, so queueing allocates nothing. The worker
+  // runs a task in its slot and publishes `completed_`; it never touches the slot again. Producers
+  // (under mu_) reclaim finished slots -- destroying the launch's bindings, which releases buffers
+  // -- before they queue the next task, so memory is freed on the thread that allocated it
+  // (freeing on the worker made every op pay for cross-thread malloc traffic) and promptly.
   std::vector<Item> ring_;
-  uint64_t head_ = 0, tail_ = 0;  // pop / push positions (monotonic; index = pos % ring size)
-  std::vector<Task> graveyard_;
-  std::atomic<size_t> graveyard_size_{0};
-  std::atomic<uint64_t> submitted_{0}, completed_{0};
-  std::atomic<bool> worker_sleeping_{false};
-  std::atomic<int> waiters_{0};
+  alignas(64) std::mutex mu_;  // producers; also guards error_, stop_ and the condition variables' waits
+  uint64_t tail_ = 0;          // tasks written (== submitted_)
+  std::atomic<uint64_t> reclaimed_{0};  // finished tasks whose slots were reclaimed (written under mu_)
   bool stop_ = false;
   Status error_;
-  std::thread worker_;
+  alignas(64) std::atomic<uint64_t> submitted_{0};
+  alignas(64) std::atomic<uint64_t> completed_{0};
+  alignas(64) std::atomic<bool> worker_sleeping_{false};
+  std::atomic<int> waiters_{0};
+  std::condition_variable work_cv_, done_cv_;
+  alignas(64) std::thread worker_;
 };
 
 class Device {

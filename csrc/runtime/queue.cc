@@ -7,8 +7,7 @@
 
 namespace tpu {
 
-Queue::Queue(int device) : device_(device), ring_(2 * kMaxInFlight + 2) {
-  graveyard_.reserve(256);
+Queue::Queue(int device) : device_(device), ring_(kMaxInFlight + 1) {
   worker_ = std::thread([this] { WorkerLoop(); });
   // Named so profilers and debuggers show which thread is the device.
   pthread_setname_np(worker_.native_handle(), ("tpu-queue-" + std::to_string(device_)).c_str());
@@ -24,107 +23,137 @@ Queue::~Queue() {
   CollectGarbage();
 }
 
-void Queue::CollectGarbage() {
-  thread_local std::vector<Task> dead;
-  if (graveyard_size_.load(std::memory_order_relaxed) == 0) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (graveyard_.empty()) return;
-    std::swap(dead, graveyard_);
-    graveyard_size_.store(0, std::memory_order_relaxed);
+void Queue::ReclaimLocked() {
+  uint64_t done = completed_.load(std::memory_order_acquire);
+  uint64_t r = reclaimed_.load(std::memory_order_relaxed);
+  for (; r < done; ++r) {
+    Item& item = ring_[r % ring_.size()];
+    item.task = nullptr;
+    item.executor = nullptr;
+    item.launch.params.clear();  // releases the buffers; the vectors keep their capacity
+    item.launch.results.clear();
+    item.launch.executable.reset();
+    item.ctx.location.clear();
   }
-  dead.clear();  // runs the destructors here, outside the lock
+  reclaimed_.store(r, std::memory_order_relaxed);
 }
 
-uint64_t Queue::Enqueue(Task task, TaskContext ctx) {
-  // Collect in batches: one lock per 32 finished tasks rather than one per op.
-  if (graveyard_size_.load(std::memory_order_relaxed) >= 32) CollectGarbage();
-  // Back-pressure: a producer far ahead of the device would pile up queued buffers.
-  if (submitted_.load(std::memory_order_relaxed) - completed_.load(std::memory_order_acquire) > kMaxInFlight) {
-    std::unique_lock<std::mutex> lock(mu_);
-    waiters_.fetch_add(1);
-    done_cv_.wait(lock, [&] {
-      return submitted_.load(std::memory_order_relaxed) - completed_.load(std::memory_order_acquire) <= kMaxInFlight / 2;
-    });
-    waiters_.fetch_sub(1);
+void Queue::CollectGarbage() {
+  if (reclaimed_.load(std::memory_order_relaxed) == completed_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  ReclaimLocked();
+}
+
+Queue::Item& Queue::BeginEnqueue(std::unique_lock<std::mutex>& lock) {
+  // Back-pressure: a producer far ahead of the device would pile up queued buffers. The ring
+  // has room for kMaxInFlight + 1 tasks, so below that bound the next slot is always finished.
+  if (tail_ - completed_.load(std::memory_order_seq_cst) >= kMaxInFlight) {
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    done_cv_.wait(lock, [&] { return tail_ - completed_.load(std::memory_order_seq_cst) <= kMaxInFlight / 2; });
+    waiters_.fetch_sub(1, std::memory_order_seq_cst);
   }
-  uint64_t seq;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    seq = submitted_.load(std::memory_order_relaxed) + 1;
-    Item& slot = ring_[tail_++ % ring_.size()];
-    slot.task = std::move(task);
-    slot.ctx = std::move(ctx);
-    slot.seq = seq;
-    submitted_.store(seq, std::memory_order_release);
-  }
+  ReclaimLocked();
+  return ring_[tail_ % ring_.size()];
+}
+
+uint64_t Queue::FinishEnqueue(std::unique_lock<std::mutex>& lock) {
+  uint64_t seq = ++tail_;
+  submitted_.store(seq, std::memory_order_release);
+  lock.unlock();
   if (worker_sleeping_.load(std::memory_order_acquire)) work_cv_.notify_one();
   return seq;
 }
 
+uint64_t Queue::Enqueue(Task task, TaskContext ctx) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Item& slot = BeginEnqueue(lock);
+  slot.task = std::move(task);
+  slot.ctx = std::move(ctx);
+  return FinishEnqueue(lock);
+}
+
+uint64_t Queue::EnqueueLaunch(Executor* executor, ExecutablePtr exe, Binding* params, size_t num_params,
+                              Binding* results, size_t num_results, TaskContext ctx) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Item& slot = BeginEnqueue(lock);
+  uint64_t seq = tail_ + 1;
+  slot.executor = executor;
+  slot.launch.executable = std::move(exe);
+  for (size_t i = 0; i < num_params; ++i) {
+    if (Buffer* b = params[i].buffer()) b->MarkUse(seq);
+    slot.launch.params.push_back(std::move(params[i]));
+  }
+  for (size_t i = 0; i < num_results; ++i) {
+    if (Buffer* b = results[i].buffer()) b->MarkUse(seq);  // no buffer: memory we do not own
+    slot.launch.results.push_back(std::move(results[i]));
+  }
+  slot.ctx = std::move(ctx);
+  return FinishEnqueue(lock);
+}
+
+void Queue::WakeWaiters() {
+  // Pairs with the waiters' seq_cst increment of waiters_ before they test completed_: either
+  // they see the new completed_, or we see them and notify under the lock.
+  if (waiters_.load(std::memory_order_seq_cst) > 0) {
+    { std::lock_guard<std::mutex> lock(mu_); }
+    done_cv_.notify_all();
+  }
+}
+
 void Queue::WorkerLoop() {
-  while (true) {
-    Item item;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (head_ == tail_) {
-        // Spin briefly (~20 us) before sleeping: the next op usually arrives within microseconds.
-        lock.unlock();
-        for (int i = 0; i < 2000; ++i) {
-          if (submitted_.load(std::memory_order_acquire) != completed_.load(std::memory_order_relaxed)) break;
-          __builtin_ia32_pause();
-        }
-        lock.lock();
+  for (uint64_t next = 1;; ++next) {
+    if (submitted_.load(std::memory_order_acquire) < next) {
+      // Spin briefly (~20 us) before sleeping: the next op usually arrives within microseconds.
+      for (int i = 0; i < 2000 && submitted_.load(std::memory_order_acquire) < next; ++i) __builtin_ia32_pause();
+      if (submitted_.load(std::memory_order_acquire) < next) {
+        std::unique_lock<std::mutex> lock(mu_);
         worker_sleeping_.store(true, std::memory_order_release);
-        work_cv_.wait(lock, [&] { return stop_ || head_ != tail_; });
+        work_cv_.wait(lock, [&] { return stop_ || submitted_.load(std::memory_order_acquire) >= next; });
         worker_sleeping_.store(false, std::memory_order_release);
-        if (stop_ && head_ == tail_) return;
+        if (submitted_.load(std::memory_order_acquire) < next) return;  // stopping, nothing left
       }
-      item = std::move(ring_[head_++ % ring_.size()]);
     }
-    Status st = item.task();
-    std::lock_guard<std::mutex> lock(mu_);
-    // Hand the finished task (and the buffers it holds) to the producer side; see Note [Queue memory].
-    graveyard_.push_back(std::move(item.task));
-    graveyard_size_.store(graveyard_.size(), std::memory_order_relaxed);
-    if (!st.ok() && error_.ok()) {
-      std::string where = item.ctx.location.empty() ? "" : " (issued at " + item.ctx.location + ")";
-      error_ = Status(st.code(), std::string(item.ctx.op) + where + ": " + st.message());
+    // The producer finished writing this slot before publishing `submitted_` (release/acquire),
+    // and will not touch it again until `completed_` passes it.
+    Item& item = ring_[(next - 1) % ring_.size()];
+    Status st = item.task ? item.task() : item.executor->Run(item.launch);
+    if (!st.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (error_.ok()) {
+        std::string where = item.ctx.location.empty() ? "" : " (issued at " + item.ctx.location + ")";
+        error_ = Status(st.code(), std::string(item.ctx.op) + where + ": " + st.message());
+      }
     }
-    completed_.store(item.seq, std::memory_order_release);
-    if (waiters_.load(std::memory_order_acquire) > 0) done_cv_.notify_all();
+    completed_.store(next, std::memory_order_seq_cst);
+    WakeWaiters();
   }
 }
 
 void Queue::Drain() {
   uint64_t seq = submitted_.load(std::memory_order_acquire);
-  if (completed_.load(std::memory_order_acquire) < seq) {
-    std::unique_lock<std::mutex> lock(mu_);
-    waiters_.fetch_add(1);
-    done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_acquire) >= seq; });
-    waiters_.fetch_sub(1);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (completed_.load(std::memory_order_seq_cst) < seq) {
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_seq_cst) >= seq; });
+    waiters_.fetch_sub(1, std::memory_order_seq_cst);
   }
-  CollectGarbage();
+  ReclaimLocked();
 }
 
 Status Queue::WaitFor(uint64_t seq) {
   if (completed_.load(std::memory_order_acquire) < seq) {
     // Short spin, then block.
     for (int i = 0; i < 1000 && completed_.load(std::memory_order_acquire) < seq; ++i) __builtin_ia32_pause();
-    if (completed_.load(std::memory_order_acquire) < seq) {
-      std::unique_lock<std::mutex> lock(mu_);
-      waiters_.fetch_add(1);
-      done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_acquire) >= seq; });
-      waiters_.fetch_sub(1);
-    }
   }
-  Status st;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    st = std::move(error_);
-    error_ = Status::Ok();
+  std::unique_lock<std::mutex> lock(mu_);
+  if (completed_.load(std::memory_order_seq_cst) < seq) {
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_seq_cst) >= seq; });
+    waiters_.fetch_sub(1, std::memory_order_seq_cst);
   }
-  CollectGarbage();
+  Status st = std::move(error_);
+  error_ = Status::Ok();
+  ReclaimLocked();
   return st;
 }
 

@@ -10,7 +10,7 @@
 namespace tpu::torch_bridge {
 namespace {
 
-using V = std::vector<int>;
+using V = ValueList;
 
 enum ActFlags : int {
   kIntsOk = 1,    // integer inputs are computed in their dtype (bool is not implemented)

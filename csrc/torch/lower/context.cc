@@ -36,11 +36,6 @@ void ReleaseBuilder(Builder& b) {
   BuilderPool().emplace_back(&b);
 }
 
-struct QueuedLaunch {
-  Executor* executor;
-  Launch launch;
-};
-
 void CheckFinite(const char* op, const at::Tensor& out) {
   if (!at::isFloatingType(out.scalar_type())) return;
   View v = ViewOf(out);
@@ -66,10 +61,7 @@ EagerMode GetEagerMode() {
 void SetEagerMode(EagerMode mode) { g_mode.store(static_cast<int>(mode), std::memory_order_relaxed); }
 
 
-Lowering::Lowering(const char* op) : op_(op), builder_(AcquireBuilder()) {
-  params_.reserve(4);
-  outputs_.reserve(2);
-}
+Lowering::Lowering(const char* op) : op_(op), builder_(AcquireBuilder()) {}
 
 Lowering::~Lowering() { ReleaseBuilder(builder_); }
 
@@ -153,18 +145,10 @@ void Lowering::Run() {
   auto exe = CompileCache::Get().GetOrCompile(*graph.value(), op_);
   Check(exe.status());
   Device& dev = DeviceFor(device_ < 0 ? CurrentDeviceIndex() : device_);
-  auto queued = std::make_shared<QueuedLaunch>();
-  queued->executor = &dev.executor();
-  queued->launch.executable = std::move(exe).value();
-  queued->launch.params = std::move(params_);
-  queued->launch.results.reserve(outputs_.size());
-  for (auto& [value, out] : outputs_) queued->launch.results.emplace_back(BufferOf(out), ViewOf(out));
-  uint64_t seq = dev.queue().Enqueue([queued] { return queued->executor->Run(queued->launch); },
-                                     TaskContext{op_, std::move(location_)});
-  for (const Binding& b : queued->launch.params)
-    if (b.buffer()) b.buffer()->MarkUse(seq);
-  for (const Binding& b : queued->launch.results)
-    if (b.buffer()) b.buffer()->MarkUse(seq);  // no buffer: memory we do not own (from_blob)
+  c10::SmallVector<Binding, 2> results;
+  for (auto& [value, out] : outputs_) results.emplace_back(BufferOf(out), ViewOf(out));
+  uint64_t seq = dev.queue().EnqueueLaunch(&dev.executor(), std::move(exe).value(), params_.data(), params_.size(),
+                                           results.data(), results.size(), TaskContext{op_, std::move(location_)});
   executions->Add();
   if (GetEagerMode() == EagerMode::kDebug) {
     Check(dev.queue().WaitFor(seq));

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <c10/util/SmallVector.h>
 
 #include <vector>
 
@@ -48,8 +49,9 @@ class Lowering {
   int AddParam(const TensorType& type, Binding binding);
   const char* op_;
   Builder& builder_;  // from a per-thread pool: reused across ops, so building costs no allocation
-  std::vector<Binding> params_;
-  std::vector<std::pair<int, at::Tensor>> outputs_;
+  // Inline storage: a typical op binds a few tensors, and the eager path must not allocate.
+  c10::SmallVector<Binding, 4> params_;
+  c10::SmallVector<std::pair<int, at::Tensor>, 2> outputs_;
   int device_ = -1;
   std::string location_;
 };

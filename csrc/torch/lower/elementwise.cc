@@ -10,7 +10,7 @@
 namespace tpu::torch_bridge {
 namespace {
 
-using V = std::vector<int>;
+using V = ValueList;
 
 // ---- helpers over IR values --------------------------------------------------------------------
 int Add(Builder& b, int x, int y) { return b.Binary(OpCode::kAdd, x, y); }

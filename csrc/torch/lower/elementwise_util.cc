@@ -6,10 +6,10 @@
 
 namespace tpu::torch_bridge {
 
-void CheckOutOverlap(const at::Tensor& out, at::ArrayRef<at::Tensor> inputs) {
+void CheckOutOverlap(const at::Tensor& out, std::initializer_list<TensorArg> inputs) {
   at::assert_no_internal_overlap(out);
-  for (const at::Tensor& t : inputs)
-    if (!IsCpuScalar(t)) at::assert_no_partial_overlap(out, t);
+  for (const TensorArg& a : inputs)
+    if (!IsCpuScalar(a.get())) at::assert_no_partial_overlap(out, a.get());
 }
 
 at::ScalarType ResultDType(ResultKind kind, at::ScalarType common) {

@@ -24,6 +24,17 @@ inline at::ScalarType OpMath(at::ScalarType t) {
 
 inline Dims ToDims(at::IntArrayRef s) { return Dims(s.begin(), s.end()); }
 
+// A borrowed tensor argument. Copying an at::Tensor that Python owns is not free: the copy takes
+// a reference to the Python object too, which needs the GIL. The eager path passes pointers.
+struct TensorArg {
+  TensorArg(const at::Tensor& t) : t(&t) {}  // NOLINT: implicit, so call sites read {self, other}
+  const at::Tensor& get() const { return *t; }
+  const at::Tensor* t;
+};
+
+// The IR values of an op's inputs (inline storage: no allocation on the eager path).
+using ValueList = c10::SmallVector<int, 4>;
+
 // A Python number as a wrapped-number tensor, so promotion treats it as PyTorch does.
 inline at::Tensor WrapScalar(const at::Scalar& s) {
   at::Tensor t = at::scalar_to_tensor(s);
@@ -49,41 +60,44 @@ at::ScalarType ResultDType(ResultKind kind, at::ScalarType common);
 
 // TensorIterator's memory-overlap checks for an in-place/out= result: it must not write one
 // element twice (an expanded tensor) nor partially overlap an input. Same messages as CPU.
-void CheckOutOverlap(const at::Tensor& out, at::ArrayRef<at::Tensor> inputs);
+void CheckOutOverlap(const at::Tensor& out, std::initializer_list<TensorArg> inputs);
 
-// fn(Lowering&, std::vector<int> inputs in compute dtype, DType compute) -> value (any dtype).
+// fn(Lowering&, const ValueList& inputs in compute dtype, DType compute) -> value (any dtype).
 template <typename F>
-at::Tensor LowerElementwise(const char* op, std::initializer_list<at::Tensor> inputs, OutArg out,
+at::Tensor LowerElementwise(const char* op, std::initializer_list<TensorArg> inputs, OutArg out,
                             ResultKind kind, F&& fn, std::optional<at::ScalarType> compute_override = {}) {
-  c10::SmallVector<at::Tensor, 4> ins(inputs.begin(), inputs.end());
+  const TensorArg* ins = inputs.begin();
+  size_t n = inputs.size();
   const at::Tensor* device_like = nullptr;
-  for (const auto& t : ins) {
+  for (const TensorArg& a : inputs) {
+    const at::Tensor& t = a.get();
     TORCH_CHECK(t.defined(), op, ": got an undefined tensor argument");
     if (t.device().type() == c10::DeviceType::PrivateUse1 && !device_like) device_like = &t;
   }
   if (!device_like && out.t) device_like = out.t;
   TORCH_CHECK(device_like, op, ": no tensor argument is on the tpu device");
-  at::ScalarType common = ins[0].scalar_type();
-  if (ins.size() == 2) common = at::result_type(ins[0], ins[1]);
-  if (ins.size() >= 3) {
+  at::ScalarType common = ins[0].get().scalar_type();
+  if (n == 2) common = at::result_type(ins[0].get(), ins[1].get());
+  if (n >= 3) {
     // Fold pairwise through ResultTypeState semantics.
     at::native::ResultTypeState state = {};
-    for (const auto& t : ins) state = at::native::update_result_type_state(t, state);
+    for (const TensorArg& a : inputs) state = at::native::update_result_type_state(a.get(), state);
     common = at::native::result_type(state);
   }
-  at::DimVector shape(ins[0].sizes());
-  for (size_t i = 1; i < ins.size(); ++i) shape = at::infer_size_dimvector(shape, ins[i].sizes());
+  at::DimVector shape(ins[0].get().sizes());
+  for (size_t i = 1; i < n; ++i) shape = at::infer_size_dimvector(shape, ins[i].get().sizes());
   at::ScalarType result = ResultDType(kind, common);
   at::Tensor result_t = PrepareOut(op, out, shape, result, *device_like);
   if (result_t.numel() == 0) return result_t;
-  if (out.t) CheckOutOverlap(result_t, ins);
+  if (out.t) CheckOutOverlap(result_t, inputs);
   at::ScalarType compute = compute_override.value_or(
       kind == ResultKind::kFloat && !at::isFloatingType(common) ? result : common);
   compute = OpMath(compute);
   Lowering l(op);
   Dims dims = ToDims(shape);
-  std::vector<int> vals;
-  for (const auto& t : ins) {
+  ValueList vals;
+  for (const TensorArg& a : inputs) {
+    const at::Tensor& t = a.get();
     int v = IsCpuScalar(t) ? l.Scalar(t.item(), compute) : l.Input(t, compute);
     vals.push_back(l.b().BroadcastTo(v, dims));
   }

@@ -7,7 +7,7 @@
 namespace tpu::torch_bridge {
 namespace {
 
-using V = std::vector<int>;
+using V = ValueList;
 
 // ---- clamp -----------------------------------------------------------------------------------
 // min(max(x, lo), hi) with NaN-propagating max/min, as ATen's vectorized CPU kernels: a NaN in x or

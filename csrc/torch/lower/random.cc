@@ -388,7 +388,7 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
   // grad * mask * scale with `scale` a Python float: an integer or bool grad gives the default
   // float dtype, as ATen's composite does.
   return LowerElementwise("aten::native_dropout_backward", {grad, mask}, Functional(), ResultKind::kFloat,
-                          [&](Lowering& l, const std::vector<int>& v, DType t) {
+                          [&](Lowering& l, const ValueList& v, DType t) {
                             Builder& b = l.b();
                             int kept = b.Binary(OpCode::kMultiply, v[0], v[1]);
                             return b.Binary(OpCode::kMultiply, kept, b.BroadcastTo(l.Scalar(scale, ToScalarType(t)), b.TypeOf(kept).dims));

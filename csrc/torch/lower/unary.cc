@@ -13,7 +13,7 @@
 namespace tpu::torch_bridge {
 namespace {
 
-using V = std::vector<int>;
+using V = ValueList;
 
 // How a unary op treats integer and bool inputs, following PyTorch.
 enum class Ints : uint8_t {
