@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "torch/lower/elementwise_util.h"
+#include "torch/lower/index_util.h"
 #include "torch/lower/structured.h"
 
 namespace tpu::torch_bridge {
@@ -28,32 +29,6 @@ at::ScalarType CombineType(at::ScalarType t) {
   if (t == at::kInt || t == at::kLong) return t;
   return at::kLong;
 }
-
-// [*dims] i64 value -> [*dims, 1], ready to be concatenated into index vectors.
-int AsIndexColumn(Builder& b, int v) {
-  Dims d = b.TypeOf(v).dims;
-  d.push_back(1);
-  return b.Reshape(v, d);
-}
-
-// Index vectors for gather/scatter along `dim`: coordinate k is the position along k, except at
-// `dim` where it is the index value. Result [*shape, rank].
-int AlongDimCoords(Builder& b, int index_i64, int64_t dim) {
-  const Dims shape = b.TypeOf(index_i64).dims;
-  std::vector<int> cols;
-  for (int64_t k = 0; k < static_cast<int64_t>(shape.size()); ++k)
-    cols.push_back(AsIndexColumn(b, k == dim ? index_i64 : b.Iota(TensorType{DType::kI64, shape}, k)));
-  return b.Concatenate(cols, static_cast<int64_t>(shape.size()));
-}
-
-Dims Range(int64_t n) {
-  Dims d(n);
-  for (int64_t i = 0; i < n; ++i) d[i] = i;
-  return d;
-}
-
-// Rank-0 tensors index like rank-1 tensors of one element.
-Dims Dims1(const at::Tensor& t) { return t.dim() == 0 ? Dims{1} : ToDims(t.sizes()); }
 
 // ---- index_select ----------------------------------------------------------------------------
 at::Tensor& IndexSelectInto(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
@@ -104,9 +79,7 @@ at::Tensor& GatherInto(const at::Tensor& self, int64_t dim, const at::Tensor& in
   Builder& b = l.b();
   int src = b.Reshape(l.Input(self), Dims1(self));
   int idx = b.Reshape(l.Input(index, at::kLong), Dims1(index));
-  int64_t rank = static_cast<int64_t>(Dims1(self).size());
-  Dims ones(rank, 1);
-  int r = b.Gather(src, AlongDimCoords(b, idx, dim), {}, Range(rank), Range(rank), ones, /*checked=*/true);
+  int r = GatherAlongDim(b, src, idx, dim);
   l.Output(b.Reshape(r, ToDims(out.sizes())), out);
   l.CaptureLocation();
   l.Run();

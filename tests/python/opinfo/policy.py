@@ -107,6 +107,32 @@ UNVERIFIABLE: dict[tuple[str, torch.dtype], str] = {
 }
 
 
+# Ops whose index results are unspecified among equal elements: CPU orders ties as its algorithm
+# happens to leave them (introselect, a non-stable sort), the device as a stable sort does. Their
+# index outputs are checked by the input elements they select (and for being distinct), every
+# other output exactly. op id -> (the sample's dim, the index output's position or None for a lone
+# tensor, whether the dim is kept in the index output).
+def _arg(sample, i, name, default):
+    return sample.kwargs.get(name, sample.args[i] if len(sample.args) > i else default)
+
+
+TIE_INDICES = {
+    "sort": lambda s: None if s.kwargs.get("stable") else (_arg(s, 0, "dim", -1), 1, True),
+    "argsort": lambda s: None if s.kwargs.get("stable") else (_arg(s, 0, "dim", -1), None, True),
+    "topk": lambda s: (_arg(s, 1, "dim", -1), 1, True),
+    "kthvalue": lambda s: (_arg(s, 1, "dim", -1), 1, _arg(s, 2, "keepdim", False)),
+    "median": lambda s: (_arg(s, 0, "dim", None), 1, _arg(s, 1, "keepdim", False)),
+    "nanmedian": lambda s: (_arg(s, 0, "dim", None), 1, _arg(s, 1, "keepdim", False)),
+}
+
+
+def tie_indices(op, sample):
+    """(dim, index output position, keepdim) when `sample`'s index results may order ties freely."""
+    spec = TIE_INDICES.get(_id(op))
+    r = spec(sample) if spec else None
+    return r if r is not None and r[0] is not None else None
+
+
 def judge_criterion(op, dtype):
     entry = JUDGE.get(_id(op))
     return entry[1] if entry and dtype in entry[0] else None
