@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 
+#include <limits>
+
 #include "ir/builder.h"
 #include "torch/lower/elementwise_util.h"
 
@@ -38,7 +40,83 @@ inline int GatherAlongDim(Builder& b, int src, int index_i64, int64_t dim, bool 
   return b.Gather(src, AlongDimCoords(b, index_i64, dim), {}, Range(rank), Range(rank), Dims(rank, 1), checked);
 }
 
+// Inclusive prefix sum of x along dim (scan.cc): positions of the set elements of a mask.
+int PrefixSum(Builder& b, int x, int64_t dim);
+
 // Rank-0 tensors index like rank-1 tensors of one element.
 inline Dims Dims1(const at::Tensor& t) { return t.dim() == 0 ? Dims{1} : ToDims(t.sizes()); }
+
+// Where scatter combiners compute: the executor combines in f32/f64/i32/i64 only, and PyTorch
+// accumulates reduced-precision floats in float.
+inline at::ScalarType CombineType(at::ScalarType t) {
+  if (at::isFloatingType(t)) return OpMath(t);
+  if (t == at::kInt || t == at::kLong) return t;
+  return at::kLong;
+}
+
+enum class Reduce { kNone, kSum, kProd, kMean, kMax, kMin };
+
+inline Reduce ParseScatterReduceTwo(c10::string_view reduce) {
+  if (reduce == "sum") return Reduce::kSum;
+  if (reduce == "prod") return Reduce::kProd;
+  if (reduce == "mean") return Reduce::kMean;
+  if (reduce == "amax") return Reduce::kMax;
+  if (reduce == "amin") return Reduce::kMin;
+  TORCH_CHECK(false, "reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
+}
+
+inline ReduceKind Combiner(Reduce r) {
+  switch (r) {
+    case Reduce::kNone: return ReduceKind::kReplace;
+    case Reduce::kSum: case Reduce::kMean: return ReduceKind::kAdd;
+    case Reduce::kProd: return ReduceKind::kMul;
+    case Reduce::kMax: return ReduceKind::kMax;
+    case Reduce::kMin: return ReduceKind::kMin;
+  }
+  return ReduceKind::kReplace;
+}
+
+// The value a reduction starts from where include_self=False drops self's element.
+inline at::Scalar Identity(Reduce r, at::ScalarType t) {
+  bool fp = at::isFloatingType(t);
+  double inf = std::numeric_limits<double>::infinity();
+  switch (r) {
+    case Reduce::kProd: return 1;
+    case Reduce::kMax:
+      return fp ? at::Scalar(-inf) : at::Scalar(t == at::kInt ? int64_t{INT32_MIN} : INT64_MIN);
+    case Reduce::kMin:
+      return fp ? at::Scalar(inf) : at::Scalar(t == at::kInt ? int64_t{INT32_MAX} : INT64_MAX);
+    default: return 0;
+  }
+}
+
+// base combined with `upd` by `reduce` through scatter(operand, updates, ReduceKind), which
+// scatters values shaped as upd into values shaped as base. include_self=False: positions that
+// receive an element start from the reduction's identity; mean divides by the count received
+// (plus one with include_self), flooring for integers, as PyTorch does.
+template <typename Scatter>
+int ReduceScatter(Lowering& l, int base, int upd, Reduce reduce, bool include_self, at::ScalarType ct,
+                  Scatter&& scatter) {
+  Builder& b = l.b();
+  Dims self_dims = b.TypeOf(base).dims;
+  if (!include_self) {
+    // Positions that receive an element start from the reduction's identity instead of self.
+    base = scatter(base, b.BroadcastTo(l.Scalar(Identity(reduce, ct), ct), b.TypeOf(upd).dims), ReduceKind::kReplace);
+  }
+  int r = scatter(base, upd, Combiner(reduce));
+  if (reduce == Reduce::kMean) {
+    int count = b.BroadcastTo(b.Constant(include_self ? 1 : 0, ToDType(ct)), self_dims);
+    count = scatter(count, b.ScalarLike(1, upd), ReduceKind::kAdd);
+    count = b.Select(b.Compare(CompareDirection::kEQ, count, b.ScalarLike(0, count)), b.ScalarLike(1, count), count);
+    int q = b.Binary(OpCode::kDivide, r, count);
+    if (!at::isFloatingType(ct)) {  // PyTorch floors integer means (counts are positive)
+      int rem = b.Binary(OpCode::kRemainder, r, count);
+      int adjust = b.Compare(CompareDirection::kLT, rem, b.ScalarLike(0, rem));
+      q = b.Select(adjust, b.Binary(OpCode::kSubtract, q, b.ScalarLike(1, q)), q);
+    }
+    r = q;
+  }
+  return r;
+}
 
 }  // namespace tpu::torch_bridge

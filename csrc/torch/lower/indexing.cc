@@ -22,14 +22,6 @@
 namespace tpu::torch_bridge {
 namespace {
 
-// Where scatter combiners compute: the executor combines in f32/f64/i32/i64 only, and PyTorch
-// accumulates reduced-precision floats in float.
-at::ScalarType CombineType(at::ScalarType t) {
-  if (at::isFloatingType(t)) return OpMath(t);
-  if (t == at::kInt || t == at::kLong) return t;
-  return at::kLong;
-}
-
 // ---- index_select ----------------------------------------------------------------------------
 at::Tensor& IndexSelectInto(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
   TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
@@ -98,46 +90,10 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
 }
 
 // ---- scatter family --------------------------------------------------------------------------
-enum class Reduce { kNone, kSum, kProd, kMean, kMax, kMin };
-
 Reduce ParseScatterReduce(c10::string_view reduce) {
   if (reduce == "add") return Reduce::kSum;
   if (reduce == "multiply") return Reduce::kProd;
   TORCH_CHECK(false, "reduce argument must be either add or multiply.");
-}
-
-Reduce ParseScatterReduceTwo(c10::string_view reduce) {
-  if (reduce == "sum") return Reduce::kSum;
-  if (reduce == "prod") return Reduce::kProd;
-  if (reduce == "mean") return Reduce::kMean;
-  if (reduce == "amax") return Reduce::kMax;
-  if (reduce == "amin") return Reduce::kMin;
-  TORCH_CHECK(false, "reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
-}
-
-ReduceKind Combiner(Reduce r) {
-  switch (r) {
-    case Reduce::kNone: return ReduceKind::kReplace;
-    case Reduce::kSum: case Reduce::kMean: return ReduceKind::kAdd;
-    case Reduce::kProd: return ReduceKind::kMul;
-    case Reduce::kMax: return ReduceKind::kMax;
-    case Reduce::kMin: return ReduceKind::kMin;
-  }
-  return ReduceKind::kReplace;
-}
-
-// The value a reduction starts from where include_self=False drops self's element.
-at::Scalar Identity(Reduce r, at::ScalarType t) {
-  bool fp = at::isFloatingType(t);
-  double inf = std::numeric_limits<double>::infinity();
-  switch (r) {
-    case Reduce::kProd: return 1;
-    case Reduce::kMax:
-      return fp ? at::Scalar(-inf) : at::Scalar(t == at::kInt ? int64_t{INT32_MIN} : INT64_MIN);
-    case Reduce::kMin:
-      return fp ? at::Scalar(inf) : at::Scalar(t == at::kInt ? int64_t{INT32_MAX} : INT64_MAX);
-    default: return 0;
-  }
 }
 
 // out = scatter of `src` (a tensor, or `value` when src is undefined) into self along dim.
@@ -168,23 +124,7 @@ void ScatterInto(const char* op, const at::Tensor& self, int64_t dim, const at::
   auto scatter = [&](int operand, int updates, ReduceKind kind) {
     return b.Scatter(operand, coords, updates, {}, Range(rank), Range(rank), kind, /*checked=*/true);
   };
-  if (!include_self) {
-    // Positions that receive an element start from the reduction's identity instead of self.
-    base = scatter(base, b.BroadcastTo(l.Scalar(Identity(reduce, ct), ct), idx_dims), ReduceKind::kReplace);
-  }
-  int r = scatter(base, upd, Combiner(reduce));
-  if (reduce == Reduce::kMean) {
-    int count = b.BroadcastTo(b.Constant(include_self ? 1 : 0, ToDType(ct)), self_dims);
-    count = scatter(count, b.ScalarLike(1, upd), ReduceKind::kAdd);
-    count = b.Select(b.Compare(CompareDirection::kEQ, count, b.ScalarLike(0, count)), b.ScalarLike(1, count), count);
-    int q = b.Binary(OpCode::kDivide, r, count);
-    if (!at::isFloatingType(ct)) {  // PyTorch floors integer means (counts are positive)
-      int rem = b.Binary(OpCode::kRemainder, r, count);
-      int adjust = b.Compare(CompareDirection::kLT, rem, b.ScalarLike(0, rem));
-      q = b.Select(adjust, b.Binary(OpCode::kSubtract, q, b.ScalarLike(1, q)), q);
-    }
-    r = q;
-  }
+  int r = ReduceScatter(l, base, upd, reduce, include_self, ct, scatter);
   l.Output(b.Reshape(r, ToDims(out.sizes())), out);
   l.CaptureLocation();
   l.Run();

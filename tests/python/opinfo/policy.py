@@ -68,6 +68,7 @@ JUDGE: dict[str, tuple[set, str, str]] = {
     "addr": (BF16, "bilinear", "CPU's kernel and the decomposition we run (outer, mul, add) round "
                                "each step to bfloat16, in different orders"),
     "_unsafe_masked_index_put_accumulate": (BF16, "accurate", "CPU accumulates duplicates in bfloat16"),
+    "index_reduce.mean": (BF16, "accurate", "CPU sums the slices in bfloat16 before dividing by the count"),
     "div.trunc_rounding": (BF16, "accurate", "CPU's vectorized kernel rounds the quotient to "
                            "bfloat16 before truncating (its scalar path does not)"),
     "linspace": (BF16, "accurate", "CPU rounds the step to bfloat16 before scaling it"),
