@@ -98,6 +98,7 @@ def test_masked_scatter(mode, no_fallback, dtype):
     lambda a, s: a.index_add(1, torch.tensor([2, 0, 2], device=a.device), s, alpha=1.5),
     lambda a, s: a.index_copy(1, torch.tensor([2, 0, 1], device=a.device), s),
     lambda a, s: a.index_reduce(1, torch.tensor([2, 0, 2], device=a.device), s, "amax"),
+    lambda a, s: a.masked_scatter(a > 0, s),
     lambda a, s: a.take(torch.tensor([3, 1, -2], device=a.device)) * s[0, 0],
     lambda a, s: a.put(torch.tensor([3, 1, 7], device=a.device), s[0], accumulate=True),
 ])
