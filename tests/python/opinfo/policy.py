@@ -80,6 +80,11 @@ JUDGE: dict[str, tuple[set, str, str]] = {
     "nn.functional.binary_cross_entropy_with_logits": (BF16, "accurate", "CPU's composite rounds each step to bfloat16"),
     "nn.functional.linear_cross_entropy": (BF16, "accurate", "CPU's composite rounds each step to bfloat16"),
     "native_layer_norm": (BF16, "accurate", "CPU computes x*rstd - mean*rstd: a zero deviation leaves a residue"),
+    **{name: (BF16, "accurate", "CPU's bfloat16 batch norm rounds per path: its non-contiguous kernel rounds each "
+                                "step of (x - mean) * invstd * weight + bias to bfloat16, and whether the "
+                                "variance sum is rounded before invstd depends on the shape")
+       for name in ("native_batch_norm", "_native_batch_norm_legit", "_batch_norm_with_update",
+                    "nn.functional.batch_norm", "nn.functional.instance_norm")},
     "nn.functional.layer_norm": (BF16, "accurate", "as native_layer_norm"),
     # A different algorithm: CPU runs flash attention (blockwise online softmax), we the math form.
     "nn.functional.scaled_dot_product_attention": ({torch.float32, torch.bfloat16}, "accurate",
