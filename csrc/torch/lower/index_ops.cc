@@ -26,19 +26,6 @@ int WrappedIndexColumn(Lowering& l, const at::Tensor& index, int64_t size) {
   return b.Reshape(b.Select(wrap, b.Binary(OpCode::kAdd, v, sz), v), {n, 1});
 }
 
-// Scatters slices `upd` (self's shape with index.numel() at `dim`) into `base` at the indices.
-struct SliceScatter {
-  Builder& b;
-  int idx;  // [n, 1] i64
-  int64_t dim;
-  int operator()(int operand, int updates, ReduceKind kind) const {
-    Dims window;
-    for (int64_t d = 0; d < static_cast<int64_t>(b.TypeOf(updates).dims.size()); ++d)
-      if (d != dim) window.push_back(d);
-    return b.Scatter(operand, idx, updates, window, {dim}, {dim}, kind, /*checked=*/true);
-  }
-};
-
 // ---- index_add / index_copy / index_reduce ---------------------------------------------------
 // out = self with source's slices combined in at index along dim (`alpha` scales for index_add).
 void IndexScatterInto(const char* op, const at::Tensor& self, int64_t dim, const at::Tensor& index,

@@ -40,6 +40,20 @@ inline int GatherAlongDim(Builder& b, int src, int index_i64, int64_t dim, bool 
   return b.Gather(src, AlongDimCoords(b, index_i64, dim), {}, Range(rank), Range(rank), Dims(rank, 1), checked);
 }
 
+// Scatters slices (the operand's shape with n at `dim`) into the operand at i64 indices [n, 1]
+// along `dim` (index_add, index_copy, a gather's backward).
+struct SliceScatter {
+  Builder& b;
+  int idx;  // [n, 1] i64
+  int64_t dim;
+  int operator()(int operand, int updates, ReduceKind kind) const {
+    Dims window;
+    for (int64_t d = 0; d < static_cast<int64_t>(b.TypeOf(updates).dims.size()); ++d)
+      if (d != dim) window.push_back(d);
+    return b.Scatter(operand, idx, updates, window, {dim}, {dim}, kind, /*checked=*/true);
+  }
+};
+
 // Inclusive prefix sum of x along dim (scan.cc): positions of the set elements of a mask.
 int PrefixSum(Builder& b, int x, int64_t dim);
 
