@@ -360,6 +360,15 @@ int Builder::Reverse(int x, const Dims& dims) {
   return Add(OpCode::kReverse, {x}, TypeOf(x), std::move(a));
 }
 
+int Builder::Sort(int x, int64_t dim, bool descending) {
+  const TensorType& in = TypeOf(x);
+  Check(dim >= 0 && dim < in.rank(), "sort dimension invalid");
+  Attrs a;
+  a.i = dim;
+  a.kind = descending ? 1 : 0;
+  return Add(OpCode::kSort, {x}, TensorType{DType::kI64, in.dims}, std::move(a));
+}
+
 int Builder::RngBits(int state, const Dims& dims) {
   Check(TypeOf(state) == (TensorType{DType::kU64, {2}}), "rng state must be tensor<2xui64>");
   return Add(OpCode::kRngBitGenerator, {state}, TensorType{DType::kU32, dims});

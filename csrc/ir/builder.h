@@ -55,6 +55,9 @@ class Builder {
   // have one shape; index is i64. Padding takes part as (lowest value, INT64_MAX).
   int ArgReduceWindow(int x, int index, const WindowSpec& window);
   int Reverse(int x, const Dims& dims);
+  // i64 positions of a stable sort of x along `dim` (PyTorch's order: NaN sorts greatest, so
+  // last ascending and first descending; equal keys keep their order).
+  int Sort(int x, int64_t dim, bool descending);
   int RngBits(int state, const Dims& dims);  // ui32 Philox bits; state: ui64[2] {seed, offset}
   void Result(int v);
 

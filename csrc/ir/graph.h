@@ -35,7 +35,7 @@ const char* CompareDirectionName(CompareDirection d);
 //   reduce: a = dimensions, kind = ReduceKind          arg_reduce: a = {dim}, kind = kMax|kMin
 //   slice: a = start, b = limit, c = strides          pad: a = low, b = high, c = interior
 //   concatenate / iota: i = dimension                 compare: kind = CompareDirection
-//   constant: f = value (rank-0 result)
+//   constant: f = value (rank-0 result)       sort: i = dimension, kind = 1 when descending
 //   dot_general: a = lhs_batch, b = rhs_batch, c = lhs_contracting, d = rhs_contracting
 //   gather: a = offset_dims, b = collapsed_slice_dims, c = start_index_map, d = slice_sizes,
 //           i = index_vector_dim, kind = 1 when out-of-range indices are errors (else clamped)

@@ -277,6 +277,44 @@ class Printer {
         names_[v] = name + "#1";
         return;
       }
+      case OpCode::kSort: {
+        // A stable variadic sort of (x, iota); the comparator is "a before b": a < b, or b is
+        // NaN and a is not (descending: a > b, or a is NaN and b is not). NaN sorts greatest.
+        const TensorType& in = g_.TypeOf(op.operands[0]);
+        std::string it = TensorType{DType::kI64, in.dims}.ToString();
+        std::string vt = TensorType{in.dtype, {}}.ToString();
+        std::string st = TensorType{DType::kI64, {}}.ToString();
+        std::string id = std::to_string(i);
+        bool desc = a.kind != 0;
+        auto cmp = [&](const char* out, const char* x, const char* y, const char* dir) {
+          os_ << "      %" << out << " = \"stablehlo.compare\"(%" << x << ", %" << y
+              << ") {comparison_direction = #stablehlo<comparison_direction " << dir << ">} : ("
+              << vt << ", " << vt << ") -> tensor<i1>\n";
+        };
+        auto logic = [&](const char* out, const char* opname, const char* x, const char* y) {
+          os_ << "      %" << out << " = \"stablehlo." << opname << "\"(%" << x << ", %" << y
+              << ") : (tensor<i1>, tensor<i1>) -> tensor<i1>\n";
+        };
+        os_ << "%iota" << id << " = \"stablehlo.iota\"() {iota_dimension = " << a.i
+            << " : i64} : () -> " << it << "\n    " << name << ":2 = \"stablehlo.sort\"("
+            << names_[op.operands[0]] << ", %iota" << id << ") ({\n    ^bb0(%a: " << vt
+            << ", %b: " << vt << ", %ai: " << st << ", %bi: " << st << "):\n";
+        cmp(IsFloat(in.dtype) ? "ord" : "before", "a", "b", desc ? "GT" : "LT");
+        if (IsFloat(in.dtype)) {
+          cmp("anan", "a", "a", "NE");
+          cmp("bnan", "b", "b", "NE");
+          // ascending: b is NaN and a is not; descending: a is NaN and b is not
+          os_ << "      %num = \"stablehlo.not\"(%" << (desc ? "bnan" : "anan")
+              << ") : (tensor<i1>) -> tensor<i1>\n";
+          logic("nan", "and", "num", desc ? "anan" : "bnan");
+          logic("before", "or", "ord", "nan");
+        }
+        os_ << "      \"stablehlo.return\"(%before) : (tensor<i1>) -> ()\n"
+            << "    }) {dimension = " << a.i << " : i64, is_stable = true} : (" << in.ToString()
+            << ", " << it << ") -> (" << in.ToString() << ", " << it << ")\n";
+        names_[v] = name + "#1";
+        return;
+      }
       case OpCode::kRngBitGenerator:
         os_ << name << ":2 = \"stablehlo.rng_bit_generator\"(" << Operands(op)
             << ") {rng_algorithm = #stablehlo<rng_algorithm PHILOX>} : (" << T(op.operands[0])

@@ -214,6 +214,40 @@ def test_batch_norm_aten_variants(mode, no_fallback):
         torch.testing.assert_close(a, c, **F32)
 
 
+def test_batch_norm_out_variants_update_running_stats(mode, no_fallback):
+    # The schema does not mark running_mean/var mutable, but CPU updates them in place.
+    x, w, b = randn(3, 4, 5), randn(4, seed=1), randn(4, seed=2)
+    rm, rv = randn(4, seed=3), randn(4, seed=4).abs() + 0.5
+
+    def run(device):
+        x_, w_, b_, rm_, rv_ = (v.to(device) for v in (x, w, b, rm.clone(), rv.clone()))
+        outs = [torch.empty(0, device=device) for _ in range(3)]
+        torch.ops.aten.native_batch_norm.out(x_, w_, b_, rm_, rv_, True, 0.3, 1e-3, out=outs[0],
+                                             save_mean=outs[1], save_invstd=outs[2])
+        legit = [torch.empty(0, device=device) for _ in range(3)]
+        torch.ops.aten._native_batch_norm_legit.out(x_, w_, b_, rm_, rv_, True, 0.3, 1e-3, out=legit[0],
+                                                    save_mean=legit[1], save_invstd=legit[2])
+        return [t.cpu() for t in outs + legit + [rm_, rv_]]
+
+    for a, c in zip(run("tpu"), run("cpu")):
+        torch.testing.assert_close(a, c, **F32)
+
+
+@pytest.mark.parametrize("shape", [(5, 5, 5), (1, 25, 5), (3, 2, 3, 4)])
+def test_batch_norm_bfloat16_accuracy(mode, no_fallback, shape):
+    # CPU's bfloat16 kernels normalize with bfloat16-rounded statistics on some shapes and layouts
+    # (and round every step when the input is not contiguous); ours normalizes in float32 and
+    # rounds once: never further from the float64 result than CPU's, plus one bfloat16 ulp.
+    x = (randn(*shape) * 0.3 + 2).bfloat16()  # a mean large against the spread
+    w, b = randn(shape[1], seed=1).bfloat16(), randn(shape[1], seed=2).bfloat16()
+    ref = F.batch_norm(x.double(), None, None, w.double(), b.double(), training=True, eps=0.5)
+    for xs in (x, x.transpose(0, 1).contiguous().transpose(0, 1)):
+        cpu = F.batch_norm(xs, None, None, w, b, training=True, eps=0.5).double()
+        dev = F.batch_norm(xs.to("tpu"), None, None, w.to("tpu"), b.to("tpu"), training=True, eps=0.5).cpu().double()
+        ulp = ref.abs() * 2 ** -8 + 1e-5
+        assert ((dev - ref).abs() <= (cpu - ref).abs() + ulp).all()
+
+
 def test_batch_norm_errors_match_cpu():
     x = randn(2, 3).long()
     with pytest.raises(NotImplementedError) as cpu_err:

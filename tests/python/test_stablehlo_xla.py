@@ -172,6 +172,26 @@ def test_argmax_argmin_variadic_reduce(xla):
     check_xla(xla, "aten::max", lambda t: t.max(1), (x,), [x, x])  # values and indices
 
 
+def test_sort_topk_kthvalue_median(xla):
+    # A stable variadic sort of (x, iota): ties keep their order, NaN sorts greatest.
+    nan = float("nan")
+    x = torch.tensor([[3.0, nan, 1.0, 3.0, -0.0, 0.0], [nan, 2.0, 2.0, nan, -5.0, 7.0]])
+    text = check_xla(xla, "aten::sort", lambda t: torch.sort(t, stable=True), (x,), [x])
+    assert re.search(r'%\d+:2 = "stablehlo.sort"', text) and "is_stable = true" in text
+    check_xla(xla, "aten::sort", lambda t: torch.sort(t, dim=0, descending=True, stable=True), (x,), [x])
+    check_xla(xla, "aten::sort", lambda t: torch.sort(t, descending=True, stable=True), (x,), [x])
+    i = torch.tensor([[5, -1, 5, 2], [0, 0, -3, 9]], dtype=torch.int32)
+    check_xla(xla, "aten::sort", lambda t: torch.sort(t.t(), stable=True), (i,), [i.t()])
+    b = torch.tensor([True, False, True, False])
+    check_xla(xla, "aten::sort", lambda t: torch.sort(t, descending=True, stable=True), (b,), [b])
+    y = randn(4, 7, dtype=torch.bfloat16)
+    check_xla(xla, "aten::topk", lambda t: torch.topk(t, 3, dim=1), (y,), [y])
+    check_xla(xla, "aten::kthvalue", lambda t: torch.kthvalue(t, 2, dim=0), (x[:, :3],), [x[:, :3], 1])
+    z = randn(5, 6)
+    check_xla(xla, "aten::median", lambda t: torch.median(t, dim=1), (z,), [z])
+    check_xla(xla, "aten::nanmedian", torch.nanmedian, (x,), [x])
+
+
 def test_mean_var_std_prod_logsumexp(xla):
     x = randn(4, 6)
     check_xla(xla, "aten::mean", lambda t: t.mean(1), (x,), [x])

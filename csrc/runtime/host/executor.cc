@@ -154,6 +154,7 @@ Status HostExecutor::Run(const Launch& launch) {
           case OpCode::kReverse:
             TPU_RETURN_IF_ERROR(RunReverse(op, in(0), out));
             break;
+          case OpCode::kSort: TPU_RETURN_IF_ERROR(RunSort(op, in(0), out)); break;
           case OpCode::kParameterPlaceholder:
           case OpCode::kAbs: case OpCode::kNegate: case OpCode::kSign: case OpCode::kExp:
           case OpCode::kExpm1: case OpCode::kLog: case OpCode::kLog1p: case OpCode::kSqrt:

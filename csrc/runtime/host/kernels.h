@@ -39,6 +39,11 @@ Status RunScatter(const Op& op, const View& operand, const View& indices, const 
                   const View& out);
 Status RunRngBits(const Op& op, const View& state, const View& out);
 
+// `in` copied contiguously as `dtype`, with its dims permuted by `perm` (into `storage`).
+View Materialize(const View& in, const Dims& perm, DType dtype, std::vector<char>& storage);
+// i64 positions of a stable sort along op.attrs.i (sort.cc).
+Status RunSort(const Op& op, const View& in, const View& out);
+
 // Layout ops as views of their operand; false when the layout cannot be expressed as a view
 // (a reshape of a non-contiguous operand), in which case the caller materializes.
 bool ViewOf(const Op& op, const View& in, View* out);

@@ -90,7 +90,18 @@ void ReduceBlock(ReduceKind kind, const T* in, T init, T* out, int64_t outer, in
   }
 }
 
-// Materializes `in` contiguously in `dtype`, with its dims permuted by `perm`.
+template <typename F>
+void DispatchAcc(DType acc, F&& f) {
+  switch (acc) {
+    case DType::kF32: f(float{}); break;
+    case DType::kF64: f(double{}); break;
+    case DType::kI64: f(int64_t{}); break;
+    default: f(int32_t{}); break;
+  }
+}
+
+}  // namespace
+
 View Materialize(const View& in, const Dims& perm, DType dtype, std::vector<char>& storage) {
   View src = in;
   src.dims.clear();
@@ -105,18 +116,6 @@ View Materialize(const View& in, const Dims& perm, DType dtype, std::vector<char
   (void)CopyView(src, dst);
   return dst;
 }
-
-template <typename F>
-void DispatchAcc(DType acc, F&& f) {
-  switch (acc) {
-    case DType::kF32: f(float{}); break;
-    case DType::kF64: f(double{}); break;
-    case DType::kI64: f(int64_t{}); break;
-    default: f(int32_t{}); break;
-  }
-}
-
-}  // namespace
 
 Status RunReduce(const Op& op, const View& in, const View& init, const View& out) {
   ReduceKind kind = static_cast<ReduceKind>(op.attrs.kind);

@@ -9,6 +9,7 @@
 //   running_var  = momentum * var_sum / (n - 1) + (1 - momentum) * running_var  (unbiased)
 // Evaluation normalizes with the running statistics. bfloat16/float16 inputs compute in float32;
 // statistics are float32 when float32 parameters go with them ("mixed"), else the input dtype.
+#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include <tuple>
@@ -79,16 +80,18 @@ void LowerForward(const char* op, const Bn& s, const at::Tensor& input, const at
   int eps_v = nn::Splat(l, eps, ct, cd);
   int mean, invstd;
   if (training) {
-    // Statistics are rounded to their dtype where CPU stores them before use (bfloat16 stats).
+    // The output normalizes with the float32 statistics; the saved and running statistics are
+    // rounded to their dtype (bfloat16 stats). CPU's bfloat16 kernels sometimes normalize with
+    // the rounded ones (depending on the shape and layout), which is less accurate.
     DType st = ToDType(s.stat_t);
     auto round = [&](int v) { return b.ConvertIfNeeded(b.ConvertIfNeeded(v, st), ct); };
-    int exact_mean = b.Binary(OpCode::kDivide, nn::Sum(b, x, s.reduce), nn::Fill(b, s.n, ct, cd));
-    int xc = b.Binary(OpCode::kSubtract, x, PerChannel(b, exact_mean, s));
-    int var_sum = round(nn::Sum(b, b.Binary(OpCode::kMultiply, xc, xc), s.reduce));
-    mean = round(exact_mean);
-    int var = b.Binary(OpCode::kDivide, var_sum, nn::Fill(b, s.n, ct, cd));
-    invstd = round(b.Binary(OpCode::kDivide, nn::Fill(b, 1, ct, cd),
-                            b.Unary(OpCode::kSqrt, b.Binary(OpCode::kAdd, var, eps_v))));
+    mean = b.Binary(OpCode::kDivide, nn::Sum(b, x, s.reduce), nn::Fill(b, s.n, ct, cd));
+    int xc = b.Binary(OpCode::kSubtract, x, PerChannel(b, mean, s));
+    int exact_var_sum = nn::Sum(b, b.Binary(OpCode::kMultiply, xc, xc), s.reduce);
+    int var_sum = round(exact_var_sum);
+    int var = b.Binary(OpCode::kDivide, exact_var_sum, nn::Fill(b, s.n, ct, cd));
+    invstd = b.Binary(OpCode::kDivide, nn::Fill(b, 1, ct, cd),
+                      b.Unary(OpCode::kSqrt, b.Binary(OpCode::kAdd, var, eps_v)));
     l.Output(mean, save_mean);
     l.Output(invstd, save_invstd);
     // momentum in the statistics' dtype, as CPU's kernel holds it
@@ -100,7 +103,7 @@ void LowerForward(const char* op, const Bn& s, const at::Tensor& input, const at
                        b.Binary(OpCode::kMultiply, keep, old));
       l.Output(b.Reshape(r, ToDims(running.sizes())), running);
     };
-    if (rm.defined()) blend(mean, rm);
+    if (rm.defined()) blend(round(mean), rm);
     if (rv.defined()) blend(b.Binary(OpCode::kDivide, var_sum, nn::Fill(b, s.n - 1, ct, cd)), rv);
   } else {
     mean = b.Reshape(l.Input(rm, s.ct), cd);
@@ -132,6 +135,50 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNorm(
   at::Tensor save_invstd = EmptyLike({stat_n}, s.stat_t, input);
   LowerForward(op, s, input, w, bias, rm, rv, training, momentum, eps, out, save_mean, save_invstd);
   return {out, save_mean, save_invstd};
+}
+
+// The out= forms: CPU writes the running statistics in place although the schema does not mark
+// them mutable, so a generic fallback would drop that update; they run natively.
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> BatchNormOut(
+    const char* op, const at::Tensor& input, const at::Tensor& w, const at::Tensor& bias, const at::Tensor& rm,
+    const at::Tensor& rv, bool training, double momentum, double eps, at::Tensor& out, at::Tensor& save_mean,
+    at::Tensor& save_invstd) {
+  CheckSameDevice(op, {&input, &w, &bias, &rm, &rv, &out, &save_mean, &save_invstd});
+  Bn s = CheckBatchNorm(op, input, {&w, &bias, &rm, &rv});
+  TORCH_CHECK(training || (rm.defined() && rv.defined()),
+              "running_mean and running_var must be defined in evaluation mode");
+  TORCH_CHECK(out.scalar_type() == input.scalar_type() && save_mean.scalar_type() == s.stat_t &&
+                  save_invstd.scalar_type() == s.stat_t,
+              op, ": out= tensors have the wrong dtype");
+  int64_t stat_n = training ? s.c : 0;
+  at::native::resize_output(out, input.sizes());
+  at::native::resize_output(save_mean, {stat_n});
+  at::native::resize_output(save_invstd, {stat_n});
+  LowerForward(op, s, input, w, bias, rm, rv, training, momentum, eps, out, save_mean, save_invstd);
+  return {out, save_mean, save_invstd};
+}
+
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> native_batch_norm_out(
+    const at::Tensor& input, const std::optional<at::Tensor>& w, const std::optional<at::Tensor>& b,
+    const std::optional<at::Tensor>& rm, const std::optional<at::Tensor>& rv, bool training, double momentum,
+    double eps, at::Tensor& out, at::Tensor& save_mean, at::Tensor& save_invstd) {
+  return BatchNormOut("aten::native_batch_norm", input, Opt(w), Opt(b), Opt(rm), Opt(rv), training, momentum, eps,
+                      out, save_mean, save_invstd);
+}
+
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> batch_norm_legit_out(
+    const at::Tensor& input, const std::optional<at::Tensor>& w, const std::optional<at::Tensor>& b, at::Tensor& rm,
+    at::Tensor& rv, bool training, double momentum, double eps, at::Tensor& out, at::Tensor& save_mean,
+    at::Tensor& save_invstd) {
+  return BatchNormOut("aten::_native_batch_norm_legit", input, Opt(w), Opt(b), rm, rv, training, momentum, eps, out,
+                      save_mean, save_invstd);
+}
+
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> batch_norm_legit_no_stats_out(
+    const at::Tensor& input, const std::optional<at::Tensor>& w, const std::optional<at::Tensor>& b, bool training,
+    double momentum, double eps, at::Tensor& out, at::Tensor& save_mean, at::Tensor& save_invstd) {
+  return BatchNormOut("aten::_native_batch_norm_legit", input, Opt(w), Opt(b), at::Tensor(), at::Tensor(), training,
+                      momentum, eps, out, save_mean, save_invstd);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
@@ -248,6 +295,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_batch_norm", native_batch_norm);
+  m.impl("native_batch_norm.out", native_batch_norm_out);
+  m.impl("_native_batch_norm_legit.out", batch_norm_legit_out);
+  m.impl("_native_batch_norm_legit.no_stats_out", batch_norm_legit_no_stats_out);
   m.impl("native_batch_norm_backward", native_batch_norm_backward);
   m.impl("_native_batch_norm_legit", batch_norm_legit);
   m.impl("_native_batch_norm_legit.no_stats", batch_norm_legit_no_stats);

@@ -16,44 +16,11 @@
 #include <sstream>
 
 #include "torch/lower/elementwise_util.h"
+#include "torch/lower/index_util.h"
 #include "torch/lower/structured.h"
 
 namespace tpu::torch_bridge {
 namespace {
-
-// Where scatter combiners compute: the executor combines in f32/f64/i32/i64 only, and PyTorch
-// accumulates reduced-precision floats in float.
-at::ScalarType CombineType(at::ScalarType t) {
-  if (at::isFloatingType(t)) return OpMath(t);
-  if (t == at::kInt || t == at::kLong) return t;
-  return at::kLong;
-}
-
-// [*dims] i64 value -> [*dims, 1], ready to be concatenated into index vectors.
-int AsIndexColumn(Builder& b, int v) {
-  Dims d = b.TypeOf(v).dims;
-  d.push_back(1);
-  return b.Reshape(v, d);
-}
-
-// Index vectors for gather/scatter along `dim`: coordinate k is the position along k, except at
-// `dim` where it is the index value. Result [*shape, rank].
-int AlongDimCoords(Builder& b, int index_i64, int64_t dim) {
-  const Dims shape = b.TypeOf(index_i64).dims;
-  std::vector<int> cols;
-  for (int64_t k = 0; k < static_cast<int64_t>(shape.size()); ++k)
-    cols.push_back(AsIndexColumn(b, k == dim ? index_i64 : b.Iota(TensorType{DType::kI64, shape}, k)));
-  return b.Concatenate(cols, static_cast<int64_t>(shape.size()));
-}
-
-Dims Range(int64_t n) {
-  Dims d(n);
-  for (int64_t i = 0; i < n; ++i) d[i] = i;
-  return d;
-}
-
-// Rank-0 tensors index like rank-1 tensors of one element.
-Dims Dims1(const at::Tensor& t) { return t.dim() == 0 ? Dims{1} : ToDims(t.sizes()); }
 
 // ---- index_select ----------------------------------------------------------------------------
 at::Tensor& IndexSelectInto(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
@@ -104,9 +71,7 @@ at::Tensor& GatherInto(const at::Tensor& self, int64_t dim, const at::Tensor& in
   Builder& b = l.b();
   int src = b.Reshape(l.Input(self), Dims1(self));
   int idx = b.Reshape(l.Input(index, at::kLong), Dims1(index));
-  int64_t rank = static_cast<int64_t>(Dims1(self).size());
-  Dims ones(rank, 1);
-  int r = b.Gather(src, AlongDimCoords(b, idx, dim), {}, Range(rank), Range(rank), ones, /*checked=*/true);
+  int r = GatherAlongDim(b, src, idx, dim);
   l.Output(b.Reshape(r, ToDims(out.sizes())), out);
   l.CaptureLocation();
   l.Run();
@@ -125,46 +90,10 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
 }
 
 // ---- scatter family --------------------------------------------------------------------------
-enum class Reduce { kNone, kSum, kProd, kMean, kMax, kMin };
-
 Reduce ParseScatterReduce(c10::string_view reduce) {
   if (reduce == "add") return Reduce::kSum;
   if (reduce == "multiply") return Reduce::kProd;
   TORCH_CHECK(false, "reduce argument must be either add or multiply.");
-}
-
-Reduce ParseScatterReduceTwo(c10::string_view reduce) {
-  if (reduce == "sum") return Reduce::kSum;
-  if (reduce == "prod") return Reduce::kProd;
-  if (reduce == "mean") return Reduce::kMean;
-  if (reduce == "amax") return Reduce::kMax;
-  if (reduce == "amin") return Reduce::kMin;
-  TORCH_CHECK(false, "reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
-}
-
-ReduceKind Combiner(Reduce r) {
-  switch (r) {
-    case Reduce::kNone: return ReduceKind::kReplace;
-    case Reduce::kSum: case Reduce::kMean: return ReduceKind::kAdd;
-    case Reduce::kProd: return ReduceKind::kMul;
-    case Reduce::kMax: return ReduceKind::kMax;
-    case Reduce::kMin: return ReduceKind::kMin;
-  }
-  return ReduceKind::kReplace;
-}
-
-// The value a reduction starts from where include_self=False drops self's element.
-at::Scalar Identity(Reduce r, at::ScalarType t) {
-  bool fp = at::isFloatingType(t);
-  double inf = std::numeric_limits<double>::infinity();
-  switch (r) {
-    case Reduce::kProd: return 1;
-    case Reduce::kMax:
-      return fp ? at::Scalar(-inf) : at::Scalar(t == at::kInt ? int64_t{INT32_MIN} : INT64_MIN);
-    case Reduce::kMin:
-      return fp ? at::Scalar(inf) : at::Scalar(t == at::kInt ? int64_t{INT32_MAX} : INT64_MAX);
-    default: return 0;
-  }
 }
 
 // out = scatter of `src` (a tensor, or `value` when src is undefined) into self along dim.
@@ -195,23 +124,7 @@ void ScatterInto(const char* op, const at::Tensor& self, int64_t dim, const at::
   auto scatter = [&](int operand, int updates, ReduceKind kind) {
     return b.Scatter(operand, coords, updates, {}, Range(rank), Range(rank), kind, /*checked=*/true);
   };
-  if (!include_self) {
-    // Positions that receive an element start from the reduction's identity instead of self.
-    base = scatter(base, b.BroadcastTo(l.Scalar(Identity(reduce, ct), ct), idx_dims), ReduceKind::kReplace);
-  }
-  int r = scatter(base, upd, Combiner(reduce));
-  if (reduce == Reduce::kMean) {
-    int count = b.BroadcastTo(b.Constant(include_self ? 1 : 0, ToDType(ct)), self_dims);
-    count = scatter(count, b.ScalarLike(1, upd), ReduceKind::kAdd);
-    count = b.Select(b.Compare(CompareDirection::kEQ, count, b.ScalarLike(0, count)), b.ScalarLike(1, count), count);
-    int q = b.Binary(OpCode::kDivide, r, count);
-    if (!at::isFloatingType(ct)) {  // PyTorch floors integer means (counts are positive)
-      int rem = b.Binary(OpCode::kRemainder, r, count);
-      int adjust = b.Compare(CompareDirection::kLT, rem, b.ScalarLike(0, rem));
-      q = b.Select(adjust, b.Binary(OpCode::kSubtract, q, b.ScalarLike(1, q)), q);
-    }
-    r = q;
-  }
+  int r = ReduceScatter(l, base, upd, reduce, include_self, ct, scatter);
   l.Output(b.Reshape(r, ToDims(out.sizes())), out);
   l.CaptureLocation();
   l.Run();

@@ -13,12 +13,11 @@
 #include <torch/library.h>
 
 #include "torch/lower/elementwise_util.h"
+#include "torch/lower/index_util.h"
 #include "torch/lower/structured.h"
 
 namespace tpu::torch_bridge {
-namespace {
 
-// Inclusive prefix sum of x along dim.
 int PrefixSum(Builder& b, int x, int64_t dim) {
   const Dims dims = b.TypeOf(x).dims;
   const size_t rank = dims.size();
@@ -34,6 +33,8 @@ int PrefixSum(Builder& b, int x, int64_t dim) {
   }
   return x;
 }
+
+namespace {
 
 void CumsumInto(const at::Tensor& self, int64_t dim, const at::Tensor& out) {
   if (out.numel() == 0) return;

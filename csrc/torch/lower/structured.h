@@ -11,6 +11,22 @@
 
 namespace tpu::torch_bridge {
 
+// The output behaviour of ATen's generated out= wrappers: allocate when undefined, else check the
+// dtype and device and resize (restriding only a resized output).
+inline void SetStructuredOut(at::Tensor& out, at::IntArrayRef sizes, at::IntArrayRef strides,
+                             at::TensorOptions options) {
+  if (!out.defined()) {
+    out = strides.empty() ? at::empty(sizes, options) : at::empty_strided(sizes, strides, options);
+    return;
+  }
+  TORCH_CHECK(options.dtype() == out.dtype(), "Expected out tensor to have dtype ", options.dtype(),
+              ", but got ", out.dtype(), " instead");
+  TORCH_CHECK(!options.has_device() || options.device() == out.device(),
+              "Expected out tensor to have device ", options.device(), ", but got ", out.device(), " instead");
+  bool resized = at::native::resize_output(out, sizes);
+  if (resized && !strides.empty()) out.as_strided_(sizes, strides);
+}
+
 template <class Meta>
 class MetaOut final : public Meta {
  public:
@@ -20,28 +36,38 @@ class MetaOut final : public Meta {
   const at::Tensor& maybe_get_output(int64_t) override { return out_; }
   void set_output_raw_strided(int64_t, at::IntArrayRef sizes, at::IntArrayRef strides,
                               at::TensorOptions options) override {
-    Set(sizes, strides, options);
+    SetStructuredOut(out_, sizes, strides, options);
   }
   void set_output_strided(int64_t, at::IntArrayRef sizes, at::IntArrayRef strides,
                           at::TensorOptions options) override {
-    Set(sizes, strides, options);
+    SetStructuredOut(out_, sizes, strides, options);
   }
   at::Tensor& out() { return out_; }
 
  private:
-  void Set(at::IntArrayRef sizes, at::IntArrayRef strides, at::TensorOptions options) {
-    if (!out_.defined()) {
-      out_ = strides.empty() ? at::empty(sizes, options) : at::empty_strided(sizes, strides, options);
-      return;
-    }
-    TORCH_CHECK(options.dtype() == out_.dtype(), "Expected out tensor to have dtype ", options.dtype(),
-                ", but got ", out_.dtype(), " instead");
-    TORCH_CHECK(!options.has_device() || options.device() == out_.device(),
-                "Expected out tensor to have device ", options.device(), ", but got ", out_.device(), " instead");
-    bool resized = at::native::resize_output(out_, sizes);
-    if (resized && !strides.empty()) out_.as_strided_(sizes, strides);
-  }
   at::Tensor out_;
+};
+
+// The same for an op with two outputs (values and indices).
+template <class Meta>
+class MetaOut2 final : public Meta {
+ public:
+  MetaOut2() = default;
+  MetaOut2(const at::Tensor& a, const at::Tensor& b) : outs_{a, b} {}
+
+  const at::Tensor& maybe_get_output(int64_t i) override { return outs_[i]; }
+  void set_output_raw_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides,
+                              at::TensorOptions options) override {
+    SetStructuredOut(outs_[i], sizes, strides, options);
+  }
+  void set_output_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides,
+                          at::TensorOptions options) override {
+    SetStructuredOut(outs_[i], sizes, strides, options);
+  }
+  at::Tensor& out(int i) { return outs_[i]; }
+
+ private:
+  at::Tensor outs_[2];
 };
 
 }  // namespace tpu::torch_bridge

@@ -54,6 +54,39 @@ def compare(actual, expected, tol, path="out", values=True):
         raise Mismatch(f"{path}: {actual!r} != CPU's {expected!r}")
 
 
+def same_up_to_ties(x, actual, expected, dim, index_pos, keepdim, tol):
+    """For policy.TIE_INDICES: outputs other than the indices must match; the indices must select
+    elements of x equal to those CPU's select, each at most once along `dim`. None if so."""
+    act = list(actual) if index_pos is not None else [actual]
+    exp = list(expected) if index_pos is not None else [expected]
+    k = index_pos or 0
+    try:
+        compare([a for i, a in enumerate(act) if i != k], [e for i, e in enumerate(exp) if i != k], tol)
+        compare(act[k], exp[k], tol, values=False)
+    except Mismatch as e:
+        return str(e)
+    a, e = act[k], exp[k]
+    if x.dim() == 0:
+        return None if torch.equal(a, e) else "indices of a 0-dim input differ"
+    dim = dim % x.dim()
+    if not keepdim:
+        a, e = a.unsqueeze(dim), e.unsqueeze(dim)
+    if a.numel() == 0:
+        return None
+    if a.min() < 0 or a.max() >= x.size(dim):
+        return "an index is out of range"
+    shape = list(a.shape)
+    shape[dim] = x.size(dim)
+    xs = x.detach().expand(shape) if x.dim() == a.dim() else x.detach()
+    ga, ge = xs.gather(dim, a), xs.gather(dim, e)
+    if not torch.equal(ga.isnan(), ge.isnan()) or not torch.equal(ga[~ga.isnan()], ge[~ge.isnan()]):
+        return "the indices select other values than CPU's"
+    s = a.sort(dim).values
+    if (s.narrow(dim, 1, s.size(dim) - 1) == s.narrow(dim, 0, s.size(dim) - 1)).any():
+        return "an index repeats along the dim"
+    return None
+
+
 def _aliases(out, inputs):
     """Index of the input whose storage `out` shares, or None."""
     if not isinstance(out, torch.Tensor) or out.numel() == 0:

@@ -68,6 +68,7 @@ JUDGE: dict[str, tuple[set, str, str]] = {
     "addr": (BF16, "bilinear", "CPU's kernel and the decomposition we run (outer, mul, add) round "
                                "each step to bfloat16, in different orders"),
     "_unsafe_masked_index_put_accumulate": (BF16, "accurate", "CPU accumulates duplicates in bfloat16"),
+    "index_reduce.mean": (BF16, "accurate", "CPU sums the slices in bfloat16 before dividing by the count"),
     "div.trunc_rounding": (BF16, "accurate", "CPU's vectorized kernel rounds the quotient to "
                            "bfloat16 before truncating (its scalar path does not)"),
     "linspace": (BF16, "accurate", "CPU rounds the step to bfloat16 before scaling it"),
@@ -79,6 +80,11 @@ JUDGE: dict[str, tuple[set, str, str]] = {
     "nn.functional.binary_cross_entropy_with_logits": (BF16, "accurate", "CPU's composite rounds each step to bfloat16"),
     "nn.functional.linear_cross_entropy": (BF16, "accurate", "CPU's composite rounds each step to bfloat16"),
     "native_layer_norm": (BF16, "accurate", "CPU computes x*rstd - mean*rstd: a zero deviation leaves a residue"),
+    **{name: (BF16, "accurate", "CPU's bfloat16 batch norm rounds per path: its non-contiguous kernel rounds each "
+                                "step of (x - mean) * invstd * weight + bias to bfloat16, and whether the "
+                                "variance sum is rounded before invstd depends on the shape")
+       for name in ("native_batch_norm", "_native_batch_norm_legit", "_batch_norm_with_update",
+                    "nn.functional.batch_norm", "nn.functional.instance_norm")},
     "nn.functional.layer_norm": (BF16, "accurate", "as native_layer_norm"),
     # A different algorithm: CPU runs flash attention (blockwise online softmax), we the math form.
     "nn.functional.scaled_dot_product_attention": ({torch.float32, torch.bfloat16}, "accurate",
@@ -105,6 +111,32 @@ UNVERIFIABLE: dict[tuple[str, torch.dtype], str] = {
     ("nn.functional.linear_cross_entropy.chunked_none", torch.bfloat16):
         "acc_policy='auto' accumulates in float32 on CPU and in bfloat16 on other devices",
 }
+
+
+# Ops whose index results are unspecified among equal elements: CPU orders ties as its algorithm
+# happens to leave them (introselect, a non-stable sort), the device as a stable sort does. Their
+# index outputs are checked by the input elements they select (and for being distinct), every
+# other output exactly. op id -> (the sample's dim, the index output's position or None for a lone
+# tensor, whether the dim is kept in the index output).
+def _arg(sample, i, name, default):
+    return sample.kwargs.get(name, sample.args[i] if len(sample.args) > i else default)
+
+
+TIE_INDICES = {
+    "sort": lambda s: None if s.kwargs.get("stable") else (_arg(s, 0, "dim", -1), 1, True),
+    "argsort": lambda s: None if s.kwargs.get("stable") else (_arg(s, 0, "dim", -1), None, True),
+    "topk": lambda s: (_arg(s, 1, "dim", -1), 1, True),
+    "kthvalue": lambda s: (_arg(s, 1, "dim", -1), 1, _arg(s, 2, "keepdim", False)),
+    "median": lambda s: (_arg(s, 0, "dim", None), 1, _arg(s, 1, "keepdim", False)),
+    "nanmedian": lambda s: (_arg(s, 0, "dim", None), 1, _arg(s, 1, "keepdim", False)),
+}
+
+
+def tie_indices(op, sample):
+    """(dim, index output position, keepdim) when `sample`'s index results may order ties freely."""
+    spec = TIE_INDICES.get(_id(op))
+    r = spec(sample) if spec else None
+    return r if r is not None and r[0] is not None else None
 
 
 def judge_criterion(op, dtype):

@@ -216,7 +216,9 @@ def write_markdown(results, dtypes, path) -> None:
            "Tolerances are torch.testing's defaults (float32 rtol 1.3e-6/atol 1e-5, bfloat16 "
            "rtol 1.6e-2/atol 1e-5, exact otherwise); the few exceptions, each with its reason, are "
            "in tests/python/opinfo/policy.py (a mismatch there gets a second opinion from the op "
-           "computed in float64: the device must be at least about as accurate as CPU).", "",
+           "computed in float64: the device must be at least about as accurate as CPU). The index "
+           "results of sort (non-stable), topk, kthvalue and median may order equal elements "
+           "differently from CPU: they must select the same values, each index once.", "",
            "- **native**: every sample matches CPU, no CPU fallback",
            "- **fallback**: every sample matches CPU, but some op ran through the CPU fallback",
            "- **fails**: a sample mismatches CPU, or raises on the device where CPU does not",

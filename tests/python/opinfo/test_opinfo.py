@@ -114,6 +114,16 @@ def test_harness_reports_wrong_gradients():
     assert res.status == "native" and res.grad == "fails" and "grad" in res.grad_error, res
 
 
+def test_harness_checks_indices_of_ties():
+    # topk's indices may order equal elements freely, but must select the elements CPU's select.
+    def shifted(x):
+        v, i = torch.topk(x, 2)
+        return (v, (i + 1) % x.shape[-1]) if _on_tpu(x) else (v, i)
+
+    res = walker.check_op(_FakeOp(shifted, name="topk"), torch.float32, grad=False)
+    assert res.status == "fails" and "ties: the indices select other values" in res.error, res
+
+
 def test_harness_reports_missing_errors():
     def picky(x):  # CPU refuses an all-negative input, the "device" does not
         if not _on_tpu(x) and bool((x < 0).all()):

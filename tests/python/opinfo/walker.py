@@ -32,7 +32,7 @@ import torch_tpu  # noqa: E402
 
 from . import policy  # noqa: E402
 from .compare import (  # noqa: E402
-    Mismatch, check_layout, compare, float64_note, judge, judge_grads, tensors_of)
+    Mismatch, check_layout, compare, float64_note, judge, judge_grads, same_up_to_ties, tensors_of)
 
 DTYPES = (torch.float32, torch.bfloat16, torch.int64, torch.bool)
 DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.int64: "int64", torch.bool: "bool"}
@@ -221,11 +221,15 @@ def run_sample(op, sample, tol, judge_how, values, with_grad, seed, grad_fallbac
     try:
         compare(actual_cpu, expected, tol, values=values)
     except Mismatch as e:
-        if not (values and judge_how):
+        ties = policy.tie_indices(op, sample) if values else None
+        if ties:  # index results that may order equal elements differently
+            why = same_up_to_ties(sample.input, actual_cpu, expected, *ties, tol)
+        elif values and judge_how:
+            why = judge(judge_how, op, sample, actual_cpu, expected)
+        else:
             raise Mismatch(str(e) + float64_note(op, sample, actual_cpu, expected)) from None
-        why = judge(judge_how, op, sample, actual_cpu, expected)
         if why is not None:
-            raise Mismatch(f"{e} [{judge_how}: {why}]") from None
+            raise Mismatch(f"{e} [{'ties' if ties else judge_how}: {why}]") from None
     if values:
         # A call with no device tensor nor device argument (torch.arange(2)) makes CPU tensors.
         on_device = bool(dev_inputs) or _names_device(dev, DEVICE)
