@@ -22,12 +22,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
+import sys
 import time
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from training import run_steps  # noqa: E402  (the examples' shared training loop)
 
 
 @dataclass
@@ -262,25 +267,16 @@ def train(device: str, steps: int, batch_size: int = 16, cfg: UNetConfig | None 
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     schedule = DDPMSchedule(cfg.timesteps)
     start = load_checkpoint(resume, model, opt) if resume else 0
-    losses, times = [], []
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=steps, initial=start, desc=f"train ddpm {device}", unit="step")
-    for step in range(start, steps):
-        t0 = time.perf_counter()
+
+    def step_fn(step):
         x0, t, noise = (v.to(device) for v in training_batch(step, batch_size, cfg, seed))
-        losses.append(train_step(model, schedule, opt, x0, t, noise).item())  # a sync point
-        times.append(time.perf_counter() - t0)
-        if bar:
-            bar.set_postfix(loss=f"{losses[-1]:.4f}", img_s=f"{batch_size / times[-1]:,.0f}")
-            bar.update(1)
-    if bar:
-        bar.close()
+        return train_step(model, schedule, opt, x0, t, noise)
+
+    losses, sec = run_steps(step_fn, start, steps, f"train ddpm {device}", batch_size, "img", progress,
+                            loss_digits=4)
     if save:
         save_checkpoint(save, model, opt, max(start, steps))
-    steady = times[min(3, len(times) - 1):] or [float("nan")]
-    return model, schedule, losses, sum(steady) / len(steady)
+    return model, schedule, losses, sec
 
 
 def save_grid(images, path: str) -> bool:

@@ -21,11 +21,16 @@ falls within a few dozen steps and nothing is downloaded.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from training import run_steps  # noqa: E402  (the examples' shared training loop)
 
 
 class BasicBlock(nn.Module):
@@ -174,26 +179,15 @@ def train(arch: str, device: str, steps: int, batch_size: int = 16, width: int =
     opt = sgd(model, lr or DEFAULT_LR[arch])
     data = SyntheticImages(image_size, seed=seed)
     start = load_checkpoint(resume, arch, width, model, opt) if resume else 0
-    losses, times = [], []
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=steps, initial=start, desc=f"train {arch} {device}", unit="step")
-    for step in range(start, steps):
-        t0 = time.perf_counter()
+
+    def step_fn(step):
         x, y = data.batch(step, batch_size)
-        loss = train_step(model, opt, x.to(device), y.to(device))
-        losses.append(loss.item())  # a sync point: the step is finished here
-        times.append(time.perf_counter() - t0)
-        if bar:
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", img_s=f"{batch_size / times[-1]:,.0f}")
-            bar.update(1)
-    if bar:
-        bar.close()
+        return train_step(model, opt, x.to(device), y.to(device))
+
+    losses, sec = run_steps(step_fn, start, steps, f"train {arch} {device}", batch_size, "img", progress)
     if save:
         save_checkpoint(save, arch, width, model, opt, max(start, steps))
-    steady = times[min(3, len(times) - 1):] or [float("nan")]
-    return model, losses, sum(steady) / len(steady)
+    return model, losses, sec
 
 
 @torch.no_grad()
