@@ -19,7 +19,6 @@ import argparse
 import dataclasses
 import os
 import sys
-import time
 from dataclasses import dataclass
 
 import torch
@@ -28,6 +27,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from char_gpt import CharData  # noqa: E402  (the character-level text the GPT example uses)
+from training import run_steps  # noqa: E402  (the examples' shared training loop)
 
 
 @dataclass
@@ -258,30 +258,19 @@ def train(cfg: LlamaConfig, device: str, steps: int, batch_size: int = 16, seq_l
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     data_rng = torch.Generator().manual_seed(seed)
     start = load_checkpoint(resume, model, opt, data_rng) if resume else 0
-    losses, times = [], []
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=steps, initial=start, desc=f"train {device}", unit="step")
-    for step in range(start, steps):
-        t0 = time.perf_counter()
+
+    def step_fn(step):
         x, y = data.batch(batch_size, seq_len, data_rng)
-        x, y = x.to(device), y.to(device)
-        _, loss = model(x, y)
+        _, loss = model(x.to(device), y.to(device))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        losses.append(loss.item())  # a sync point: the step is finished here
-        times.append(time.perf_counter() - t0)
-        if bar:
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{batch_size * seq_len / times[-1]:,.0f}")
-            bar.update(1)
-    if bar:
-        bar.close()
+        return loss
+
+    losses, sec = run_steps(step_fn, start, steps, f"train {device}", batch_size * seq_len, "tok", progress)
     if save:
         save_checkpoint(save, model, opt, max(start, steps), data_rng)
-    steady = times[min(3, len(times) - 1):] or [float("nan")]
-    return model, losses, sum(steady) / len(steady)
+    return model, losses, sec
 
 
 def main() -> None:

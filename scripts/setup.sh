@@ -26,6 +26,7 @@ _TPU_PY_PACKAGES=(
   "torch==2.13.0"
   "numpy" "pytest" "jax==0.10.2" "jaxlib==0.10.2" "expecttest" "hypothesis" "tqdm" "matplotlib"
   "transformers"  # tests/python/test_hf.py (tiny random configs, nothing downloaded)
+  "diffusers==0.42.1"  # tests/python/test_diffusers.py (a tiny random UNet2DModel, nothing downloaded)
   "setuptools>=70.1"
 )
 

@@ -1,0 +1,216 @@
+"""Step time of the example models: PyTorch CPU eager vs the tpu device in strict and debug eager
+modes, side by side in one run, with the same thread count on both sides.
+
+    python benchmarks/bench_models.py [--quick] [--threads 2] [--steps 15] [--only resnet18,ddpm_unet]
+
+Every model is built by its example script (examples/*.py) at the script's default size, for
+2 cores: a training step is forward + backward + the script's optimizer step; an inference step
+(ResNets) is an eval-mode forward without autograd. Each configuration runs `--warmup` steps first
+(the device compiles its programs then), then `--steps` timed steps, each ending in a sync point;
+the table shows the median. The three configurations of a model take turns step by step, so a
+load from other processes falls on all of them alike. ratio = CPU time / tpu time (above 1: the
+device is faster). The tpu figures are host-executor measurements: its compiled programs run on
+this machine's CPU.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+import torch_tpu
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+import char_gpt  # noqa: E402
+import ddpm  # noqa: E402
+import dlrm  # noqa: E402
+import llama  # noqa: E402
+import resnet  # noqa: E402
+
+Step = Callable[[], None]
+
+
+def optimizer_step(opt: torch.optim.Optimizer, loss) -> None:
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
+# ---- one builder per model: (device) -> a step function, everything already on the device ---------
+
+def build_char_gpt(device: str) -> Step:
+    data = char_gpt.CharData()
+    torch.manual_seed(0)
+    model = char_gpt.GPT(char_gpt.GPTConfig(vocab_size=data.vocab_size)).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    x, y = (v.to(device) for v in data.batch(16, model.cfg.block_size, torch.Generator().manual_seed(0)))
+    return lambda: optimizer_step(opt, model(x, y)[1])
+
+
+def build_llama(config: str) -> Callable[[str], Step]:
+    def build(device: str) -> Step:
+        data = llama.CharData()
+        torch.manual_seed(0)
+        model = llama.Llama(dataclasses.replace(llama.CONFIGS[config], vocab_size=data.vocab_size)).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+        x, y = (v.to(device) for v in data.batch(16, 64, torch.Generator().manual_seed(0)))
+        return lambda: optimizer_step(opt, model(x, y)[1])
+    return build
+
+
+def build_resnet(arch: str, infer: bool) -> Callable[[str], Step]:
+    def build(device: str) -> Step:
+        torch.manual_seed(0)
+        model = resnet.ARCHS[arch](16).to(device)
+        x, y = (v.to(device) for v in resnet.SyntheticImages(32).batch(0, 16))
+        if infer:
+            model.eval()
+            return lambda: model(x)
+        opt = resnet.sgd(model, resnet.DEFAULT_LR[arch])
+        return lambda: resnet.train_step(model, opt, x, y)
+    return build
+
+
+def no_grad(fn: Step) -> Step:
+    def run():
+        with torch.no_grad():
+            fn()
+    return run
+
+
+def build_ddpm(device: str) -> Step:
+    cfg = ddpm.UNetConfig()
+    torch.manual_seed(0)
+    model = ddpm.UNet(cfg).to(device)
+    schedule = ddpm.DDPMSchedule(cfg.timesteps)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x0, t, noise = (v.to(device) for v in ddpm.training_batch(0, 16, cfg))
+    return lambda: ddpm.train_step(model, schedule, opt, x0, t, noise)
+
+
+def build_dlrm(device: str) -> Step:
+    cfg = dlrm.DLRMConfig()
+    torch.manual_seed(0)
+    model = dlrm.DLRM(cfg).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    dense, sparse, labels = dlrm.SyntheticClicks(cfg, 128, 1)[0]
+    dense, labels = dense.to(device), labels.to(device)
+    sparse = [(i.to(device), o.to(device)) for i, o in sparse]
+    return lambda: optimizer_step(opt, F.binary_cross_entropy_with_logits(model(dense, sparse), labels))
+
+
+def build_hf_llama(device: str) -> Step:
+    """transformers' LlamaForCausalLM at the size of examples/llama.py's default config."""
+    import transformers
+    cfg = llama.CONFIGS["llama"]
+    hf_cfg = transformers.LlamaConfig(vocab_size=96, hidden_size=cfg.dim, intermediate_size=cfg.hidden_dim,
+                                      num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads,
+                                      num_key_value_heads=cfg.n_kv_heads, max_position_embeddings=cfg.max_seq_len)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(hf_cfg).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = torch.randint(0, 96, (16, 64), generator=torch.Generator().manual_seed(0)).to(device)
+    return lambda: optimizer_step(opt, model(input_ids=ids, labels=ids).loss)
+
+
+@dataclass
+class Case:
+    name: str
+    what: str   # "train" or "infer"
+    size: str   # what one step processes
+    build: Callable[[str], Step]
+
+
+CASES = [
+    Case("char_gpt", "train", "16x64 tokens", build_char_gpt),
+    Case("llama", "train", "16x64 tokens", build_llama("llama")),
+    Case("qwen", "train", "16x64 tokens", build_llama("qwen")),
+    Case("resnet18", "train", "16 imgs 32px", build_resnet("resnet18", infer=False)),
+    Case("resnet18", "infer", "16 imgs 32px", lambda d: no_grad(build_resnet("resnet18", infer=True)(d))),
+    Case("resnet50", "train", "16 imgs 32px", build_resnet("resnet50", infer=False)),
+    Case("resnet50", "infer", "16 imgs 32px", lambda d: no_grad(build_resnet("resnet50", infer=True)(d))),
+    Case("ddpm_unet", "train", "16 imgs 16px", build_ddpm),
+    Case("dlrm", "train", "128 samples", build_dlrm),
+    Case("hf_llama", "train", "16x64 tokens", build_hf_llama),
+]
+
+
+MODES = ("cpu", "strict", "debug")  # PyTorch CPU eager; the tpu device in each eager mode
+
+
+def timed_step(step: Step, mode: str) -> float:
+    """Seconds for one step, ending in a sync point so the device's queued work is counted."""
+    if mode == "cpu":
+        t0 = time.perf_counter()
+        step()
+        return time.perf_counter() - t0
+    with torch_tpu.eager_mode(mode):  # switching waits for queued work, outside the timing
+        t0 = time.perf_counter()
+        step()
+        torch.tpu.synchronize()
+        return time.perf_counter() - t0
+
+
+def run_case(case: Case, warmup: int, steps: int) -> tuple[dict[str, float], dict[str, int]]:
+    """Median seconds per step in each mode. The modes take turns step by step, so that a load
+    from other processes on the machine falls on all three alike."""
+    torch_tpu.metrics.reset()
+    fns = {mode: case.build("cpu" if mode == "cpu" else "tpu") for mode in MODES}
+    samples = {mode: [] for mode in MODES}
+    for i in range(warmup + steps):
+        for mode in MODES:
+            t = timed_step(fns[mode], mode)
+            if i >= warmup:  # the warm-up steps compile the device's programs
+                samples[mode].append(t)
+    return {mode: statistics.median(ts) for mode, ts in samples.items()}, torch_tpu.metrics.fallback_ops()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=int, default=torch.get_num_threads(),
+                   help="threads for PyTorch CPU and for the host executor (the same on both sides)")
+    p.add_argument("--quick", action="store_true", help="3 warm-up and 5 timed steps per configuration")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--steps", type=int, default=15)
+    p.add_argument("--only", default=None, help="comma-separated model names (default: all)")
+    args = p.parse_args()
+    if args.quick:
+        args.warmup, args.steps = 3, 5
+    torch.set_num_threads(args.threads)
+    torch_tpu._C._set_num_threads(args.threads)
+    cases = CASES
+    if args.only:
+        names = set(args.only.split(","))
+        unknown = names - {c.name for c in CASES}
+        if unknown:
+            p.error(f"unknown models {sorted(unknown)}; choose from {sorted({c.name for c in CASES})}")
+        cases = [c for c in CASES if c.name in names]
+
+    print(f"torch {torch.__version__}, {args.threads} thread(s) for PyTorch CPU and for the host executor; "
+          f"{args.warmup} warm-up steps, median of {args.steps} timed steps")
+    print(f"device: {torch.tpu.get_device_name()} — tpu figures are host-executor measurements\n")
+    header = (f"{'model':<10} {'step':<6} {'size':<13} {'CPU eager':>10} {'tpu strict':>11} {'ratio':>6} "
+              f"{'tpu debug':>10} {'ratio':>6}  fallbacks")
+    print(header + "\n" + "-" * len(header), flush=True)
+    for case in cases:
+        try:
+            t, fallbacks = run_case(case, args.warmup, args.steps)
+        except ImportError as e:  # hf_llama without transformers
+            print(f"{case.name:<10} {case.what:<6} skipped: {e}")
+            continue
+        print(f"{case.name:<10} {case.what:<6} {case.size:<13} {t['cpu'] * 1e3:>8.1f}ms {t['strict'] * 1e3:>9.1f}ms "
+              f"{t['cpu'] / t['strict']:>5.2f}x {t['debug'] * 1e3:>8.1f}ms {t['cpu'] / t['debug']:>5.2f}x  "
+              f"{', '.join(sorted(fallbacks)) if fallbacks else 'none'}", flush=True)
+    print("\nratio = CPU eager time / tpu time per step (above 1: the device is faster)")
+
+
+if __name__ == "__main__":
+    main()
