@@ -23,7 +23,7 @@ def report() -> str:
     get = lambda k: c.get(k, 0)  # noqa: E731
     lines = [
         "torch_tpu metrics",
-        f"  executions           {get('executions')}",
+        f"  executions           {get('executions')}  ({get('inline_executions')} small ones run inline on an idle queue)",
         f"  compiles             {get('compiles')}  ({get('compile_time_ns') / 1e6:.1f} ms)",
         f"  compile cache        {get('compile_cache_hits')} hits, {get('compile_cache_misses')} misses",
         f"  host syncs           {get('host_syncs')}",

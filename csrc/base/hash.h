@@ -29,6 +29,15 @@ inline uint64_t HashBytes(uint64_t h, const void* data, size_t n) {
   return HashMix(h, tail ^ (n << 56));
 }
 
+// A cheap streaming combiner for long keys (one multiply per word, as FxHash does); the running
+// value is well mixed only after HashFinish.
+inline uint64_t HashStep(uint64_t h, uint64_t v) { return (((h << 5) | (h >> 59)) ^ v) * 0x517cc1b727220a95ULL; }
+inline uint64_t HashFinish(uint64_t h) {
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+  return h ^ (h >> 31);
+}
+
 inline uint64_t HashString(uint64_t h, std::string_view s) { return HashBytes(h, s.data(), s.size()); }
 
 }  // namespace tpu

@@ -4,6 +4,31 @@
 
 namespace tpu {
 
+namespace {
+
+int64_t EstimateWork(const Graph& g) {
+  int64_t work = 0;
+  for (const Op& op : g.ops) {
+    int64_t n = op.type.NumElements();
+    switch (op.code) {
+      case OpCode::kDotGeneral:
+        for (int64_t d : op.attrs.c) n *= g.TypeOf(op.operands[0]).dims[d];
+        break;
+      case OpCode::kConvolution:
+        // An upper bound (each output element reads a window of the kernel, not all of it).
+        n *= g.TypeOf(op.operands[1]).NumElements();
+        break;
+      default:
+        if (!op.operands.empty()) n = std::max(n, g.TypeOf(op.operands[0]).NumElements());
+        break;
+    }
+    work += n;
+  }
+  return work;
+}
+
+}  // namespace
+
 Status PlanExecutable(Executable& exe) {
   const Graph& g = exe.graph;
   int np = g.num_params();
@@ -126,6 +151,7 @@ Status PlanExecutable(Executable& exe) {
     offset += (g.TypeOf(v).ByteSize() + 63) & ~int64_t{63};
   }
   exe.scratch_bytes = offset;
+  exe.work = EstimateWork(g);
   return Status::Ok();
 }
 

@@ -1,5 +1,6 @@
 #include "ir/graph.h"
 
+#include <cstring>
 #include <sstream>
 
 #include "base/hash.h"
@@ -18,13 +19,13 @@ constexpr OpInfo kOpInfos[] = {
 };
 
 uint64_t HashDims(uint64_t h, const Dims& v) {
-  h = HashMix(h, v.size());
-  return HashBytes(h, v.data(), v.size() * sizeof(int64_t));
+  h = HashStep(h, v.size());
+  for (int64_t d : v) h = HashStep(h, static_cast<uint64_t>(d));
+  return h;
 }
 
 uint64_t HashType(uint64_t h, const TensorType& t) {
-  h = HashMix(h, static_cast<uint64_t>(t.dtype));
-  return HashDims(h, t.dims);
+  return HashDims(HashStep(h, static_cast<uint64_t>(t.dtype)), t.dims);
 }
 }  // namespace
 
@@ -57,22 +58,22 @@ std::string TensorType::ToString() const {
 }
 
 uint64_t Fingerprint(const Graph& g) {
-  uint64_t h = HashMix(0x7470755f69720001ULL, g.params.size());
+  // On the eager path for every op: one multiply per word, one finalizer at the end.
+  uint64_t h = HashStep(0x7470755f69720001ULL, g.params.size());
   for (const auto& p : g.params) h = HashType(h, p);
   for (const auto& op : g.ops) {
-    h = HashMix(h, static_cast<uint64_t>(op.code));
-    h = HashMix(h, op.operands.size());
-    for (int o : op.operands) h = HashMix(h, static_cast<uint64_t>(o));
+    h = HashStep(h, (static_cast<uint64_t>(op.code) << 32) | op.operands.size());
+    for (int o : op.operands) h = HashStep(h, static_cast<uint64_t>(o));
     h = HashType(h, op.type);
     const Attrs& a = op.attrs;
     h = HashDims(HashDims(HashDims(HashDims(HashDims(h, a.a), a.b), a.c), a.d), a.e);
-    h = HashMix(h, static_cast<uint64_t>(a.i));
-    h = HashMix(h, static_cast<uint64_t>(a.kind));
-    h = HashBytes(h, &a.f, sizeof(double));
+    uint64_t f;
+    std::memcpy(&f, &a.f, sizeof(f));
+    h = HashStep(HashStep(HashStep(h, static_cast<uint64_t>(a.i)), static_cast<uint64_t>(a.kind)), f);
   }
-  h = HashMix(h, g.results.size());
-  for (int r : g.results) h = HashMix(h, static_cast<uint64_t>(r));
-  return h;
+  h = HashStep(h, g.results.size());
+  for (int r : g.results) h = HashStep(h, static_cast<uint64_t>(r));
+  return HashFinish(h);
 }
 
 bool StructurallyEqual(const Graph& a, const Graph& b) {

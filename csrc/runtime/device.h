@@ -60,13 +60,20 @@ class Queue {
   // Queues `executor->Run(...)` of `exe` over the bindings, which are moved into the queue's own
   // launch slot, and marks every bound buffer as used by it. The hot path of eager mode: it
   // allocates nothing (a slot's vectors keep their capacity from one launch to the next).
+  //
+  // With `may_run_inline`, a launch submitted while the queue is idle runs at once on the calling
+  // thread instead (for a tiny program the hand-off to the worker costs more than the program).
+  // Nothing observable changes: it still gets the next sequence number, runs after everything
+  // queued before it and before anything queued after it, and an error it raises is kept for the
+  // next sync point exactly like a queued task's.
   uint64_t EnqueueLaunch(Executor* executor, ExecutablePtr exe, Binding* params, size_t num_params,
-                         Binding* results, size_t num_results, TaskContext ctx);
+                         Binding* results, size_t num_results, TaskContext ctx, bool may_run_inline = false);
   // Waits until every task up to `seq` has run. Returns (and clears) the first error raised.
   Status WaitFor(uint64_t seq);
-  Status Synchronize() { return WaitFor(submitted_.load(std::memory_order_acquire)); }
+  Status Synchronize() { return WaitFor(seq_.load(std::memory_order_acquire)); }
   bool Done(uint64_t seq) const { return completed_.load(std::memory_order_acquire) >= seq; }
-  uint64_t submitted() const { return submitted_.load(std::memory_order_acquire); }
+  // Sequence numbers: of the last task submitted, of the last one finished.
+  uint64_t submitted() const { return seq_.load(std::memory_order_acquire); }
   uint64_t completed() const { return completed_.load(std::memory_order_acquire); }
   // Destroys finished tasks (releasing the buffers they held) on the calling thread.
   void CollectGarbage();
@@ -83,11 +90,13 @@ class Queue {
     Executor* executor = nullptr;
     Launch launch;
     TaskContext ctx;
+    uint64_t seq = 0;
   };
   // Claims the ring slot for the next task (waiting for room), under `lock` on mu_.
   Item& BeginEnqueue(std::unique_lock<std::mutex>& lock);
   uint64_t FinishEnqueue(std::unique_lock<std::mutex>& lock);
   void ReclaimLocked();
+  void RecordErrorLocked(const Status& st, const TaskContext& ctx);
   void WorkerLoop();
   void WakeWaiters();
   // Layout: the producer's fields, the two counters, and the rarely written fields each get their
@@ -101,12 +110,15 @@ class Queue {
   // (freeing on the worker made every op pay for cross-thread malloc traffic) and promptly.
   std::vector<Item> ring_;
   alignas(64) std::mutex mu_;  // producers; also guards error_, stop_ and the condition variables' waits
-  uint64_t tail_ = 0;          // tasks written (== submitted_)
-  std::atomic<uint64_t> reclaimed_{0};  // finished tasks whose slots were reclaimed (written under mu_)
+  uint64_t tail_ = 0;          // ring tasks written (== submitted_)
+  std::atomic<uint64_t> reclaimed_{0};  // finished ring tasks whose slots were reclaimed (written under mu_)
+  std::atomic<uint64_t> seq_{0};        // last sequence number given out (written under mu_)
   bool stop_ = false;
   Status error_;
-  alignas(64) std::atomic<uint64_t> submitted_{0};
-  alignas(64) std::atomic<uint64_t> completed_{0};
+  Launch inline_launch_;  // the bindings of a launch run on the submitting thread (under mu_)
+  alignas(64) std::atomic<uint64_t> submitted_{0};  // ring tasks published to the worker
+  alignas(64) std::atomic<uint64_t> completed_{0};  // sequence number of the last finished task
+  std::atomic<uint64_t> ring_done_{0};              // ring tasks finished
   alignas(64) std::atomic<bool> worker_sleeping_{false};
   std::atomic<int> waiters_{0};
   std::condition_variable work_cv_, done_cv_;

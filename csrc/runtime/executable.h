@@ -48,6 +48,10 @@ struct Executable {
   std::vector<ValueSlot> slots;  // one per value
   std::vector<int> producer_step;  // per value: the step that writes it (-1 for parameters)
   int64_t scratch_bytes = 0;
+  // Rough cost: elements produced, times the contraction length for dot_general/convolution and
+  // the input length for reductions. The host queue runs programs below a small work bound on
+  // the submitting thread when it is idle (see Queue::EnqueueLaunch).
+  int64_t work = 0;
   std::string name;  // for errors and profiles
 };
 

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <string>
 
+#include "base/metrics.h"
+
 namespace tpu {
 
 Queue::Queue(int device) : device_(device), ring_(kMaxInFlight + 1) {
@@ -24,7 +26,7 @@ Queue::~Queue() {
 }
 
 void Queue::ReclaimLocked() {
-  uint64_t done = completed_.load(std::memory_order_acquire);
+  uint64_t done = ring_done_.load(std::memory_order_acquire);
   uint64_t r = reclaimed_.load(std::memory_order_relaxed);
   for (; r < done; ++r) {
     Item& item = ring_[r % ring_.size()];
@@ -39,7 +41,7 @@ void Queue::ReclaimLocked() {
 }
 
 void Queue::CollectGarbage() {
-  if (reclaimed_.load(std::memory_order_relaxed) == completed_.load(std::memory_order_acquire)) return;
+  if (reclaimed_.load(std::memory_order_relaxed) == ring_done_.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(mu_);
   ReclaimLocked();
 }
@@ -47,9 +49,9 @@ void Queue::CollectGarbage() {
 Queue::Item& Queue::BeginEnqueue(std::unique_lock<std::mutex>& lock) {
   // Back-pressure: a producer far ahead of the device would pile up queued buffers. The ring
   // has room for kMaxInFlight + 1 tasks, so below that bound the next slot is always finished.
-  if (tail_ - completed_.load(std::memory_order_seq_cst) >= kMaxInFlight) {
+  if (tail_ - ring_done_.load(std::memory_order_seq_cst) >= kMaxInFlight) {
     waiters_.fetch_add(1, std::memory_order_seq_cst);
-    done_cv_.wait(lock, [&] { return tail_ - completed_.load(std::memory_order_seq_cst) <= kMaxInFlight / 2; });
+    done_cv_.wait(lock, [&] { return tail_ - ring_done_.load(std::memory_order_seq_cst) <= kMaxInFlight / 2; });
     waiters_.fetch_sub(1, std::memory_order_seq_cst);
   }
   ReclaimLocked();
@@ -57,8 +59,8 @@ Queue::Item& Queue::BeginEnqueue(std::unique_lock<std::mutex>& lock) {
 }
 
 uint64_t Queue::FinishEnqueue(std::unique_lock<std::mutex>& lock) {
-  uint64_t seq = ++tail_;
-  submitted_.store(seq, std::memory_order_release);
+  uint64_t seq = ring_[tail_ % ring_.size()].seq;
+  submitted_.store(++tail_, std::memory_order_release);
   lock.unlock();
   if (worker_sleeping_.load(std::memory_order_acquire)) work_cv_.notify_one();
   return seq;
@@ -69,14 +71,40 @@ uint64_t Queue::Enqueue(Task task, TaskContext ctx) {
   Item& slot = BeginEnqueue(lock);
   slot.task = std::move(task);
   slot.ctx = std::move(ctx);
+  slot.seq = seq_.load(std::memory_order_relaxed) + 1;
+  seq_.store(slot.seq, std::memory_order_release);
   return FinishEnqueue(lock);
 }
 
 uint64_t Queue::EnqueueLaunch(Executor* executor, ExecutablePtr exe, Binding* params, size_t num_params,
-                              Binding* results, size_t num_results, TaskContext ctx) {
+                              Binding* results, size_t num_results, TaskContext ctx, bool may_run_inline) {
+  static Counter* inline_runs = GetCounter("inline_executions");
   std::unique_lock<std::mutex> lock(mu_);
+  if (may_run_inline && ring_done_.load(std::memory_order_acquire) == tail_) {
+    // Idle: every earlier task has finished (the worker publishes completed_ before ring_done_),
+    // and holding mu_ keeps later ones out until this one is done.
+    ReclaimLocked();
+    uint64_t seq = seq_.load(std::memory_order_relaxed) + 1;
+    seq_.store(seq, std::memory_order_release);
+    // Buffer use marks are skipped: they tell a sync point what to wait for, and this is done.
+    Launch& launch = inline_launch_;
+    launch.executable = std::move(exe);
+    for (size_t i = 0; i < num_params; ++i) launch.params.push_back(std::move(params[i]));
+    for (size_t i = 0; i < num_results; ++i) launch.results.push_back(std::move(results[i]));
+    Status st = executor->Run(launch);
+    if (!st.ok()) RecordErrorLocked(st, ctx);
+    launch.params.clear();
+    launch.results.clear();
+    launch.executable.reset();
+    completed_.store(seq, std::memory_order_seq_cst);
+    lock.unlock();
+    inline_runs->Add();
+    return seq;
+  }
   Item& slot = BeginEnqueue(lock);
-  uint64_t seq = tail_ + 1;
+  uint64_t seq = seq_.load(std::memory_order_relaxed) + 1;
+  seq_.store(seq, std::memory_order_release);
+  slot.seq = seq;
   slot.executor = executor;
   slot.launch.executable = std::move(exe);
   for (size_t i = 0; i < num_params; ++i) {
@@ -89,6 +117,12 @@ uint64_t Queue::EnqueueLaunch(Executor* executor, ExecutablePtr exe, Binding* pa
   }
   slot.ctx = std::move(ctx);
   return FinishEnqueue(lock);
+}
+
+void Queue::RecordErrorLocked(const Status& st, const TaskContext& ctx) {
+  if (!error_.ok()) return;  // the first error is the one reported
+  std::string where = ctx.location.empty() ? "" : " (issued at " + ctx.location + ")";
+  error_ = Status(st.code(), std::string(ctx.op) + where + ": " + st.message());
 }
 
 void Queue::WakeWaiters() {
@@ -116,21 +150,22 @@ void Queue::WorkerLoop() {
     // The producer finished writing this slot before publishing `submitted_` (release/acquire),
     // and will not touch it again until `completed_` passes it.
     Item& item = ring_[(next - 1) % ring_.size()];
+    uint64_t seq = item.seq;
     Status st = item.task ? item.task() : item.executor->Run(item.launch);
     if (!st.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (error_.ok()) {
-        std::string where = item.ctx.location.empty() ? "" : " (issued at " + item.ctx.location + ")";
-        error_ = Status(st.code(), std::string(item.ctx.op) + where + ": " + st.message());
-      }
+      RecordErrorLocked(st, item.ctx);
     }
-    completed_.store(next, std::memory_order_seq_cst);
+    // completed_ first: a producer that sees the ring drained may run the next task inline and
+    // advance completed_ past this one. After ring_done_ the slot belongs to the producers.
+    completed_.store(seq, std::memory_order_seq_cst);
+    ring_done_.store(next, std::memory_order_seq_cst);
     WakeWaiters();
   }
 }
 
 void Queue::Drain() {
-  uint64_t seq = submitted_.load(std::memory_order_acquire);
+  uint64_t seq = seq_.load(std::memory_order_acquire);
   std::unique_lock<std::mutex> lock(mu_);
   if (completed_.load(std::memory_order_seq_cst) < seq) {
     waiters_.fetch_add(1, std::memory_order_seq_cst);

@@ -122,5 +122,105 @@ TEST(QueueTest, DestructorRunsPendingTasks) {
   EXPECT_EQ(count.load(), 50);
 }
 
+// An executor that records which thread ran each launch, in order; a launch whose program is
+// named "fail" returns an error, one named "slow" sleeps first.
+class RecordingExecutor : public Executor {
+ public:
+  Status Run(const Launch& launch) override {
+    if (launch.executable->name == "slow") std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    std::lock_guard<std::mutex> lock(mu);
+    runs.emplace_back(launch.executable->name, std::this_thread::get_id());
+    if (launch.executable->name == "fail") return OutOfRange("index 7 is out of bounds");
+    return Status::Ok();
+  }
+  std::mutex mu;
+  std::vector<std::pair<std::string, std::thread::id>> runs;
+};
+
+ExecutablePtr Named(const std::string& name) {
+  auto exe = std::make_shared<Executable>();
+  exe->name = name;
+  return exe;
+}
+
+uint64_t Submit(Queue& q, Executor& ex, const std::string& name, bool may_run_inline) {
+  return q.EnqueueLaunch(&ex, Named(name), nullptr, 0, nullptr, 0, TaskContext{"test::op", "t.py:1"}, may_run_inline);
+}
+
+TEST(QueueTest, IdleQueueRunsSmallLaunchesOnTheCallingThread) {
+  Queue q(0);
+  RecordingExecutor ex;
+  uint64_t s1 = Submit(q, ex, "a", /*may_run_inline=*/true);
+  EXPECT_TRUE(q.Done(s1));  // ran before EnqueueLaunch returned
+  uint64_t s2 = Submit(q, ex, "b", /*may_run_inline=*/false);
+  EXPECT_EQ(s2, s1 + 1);
+  EXPECT_TRUE(q.Synchronize().ok());
+  ASSERT_EQ(ex.runs.size(), 2u);
+  EXPECT_EQ(ex.runs[0].second, std::this_thread::get_id());
+  EXPECT_NE(ex.runs[1].second, std::this_thread::get_id());  // the worker
+}
+
+TEST(QueueTest, InlineLaunchWaitsItsTurnBehindQueuedWork) {
+  Queue q(0);
+  RecordingExecutor ex;
+  Submit(q, ex, "slow", false);
+  uint64_t s = Submit(q, ex, "small", true);  // the queue is busy: this one is queued too
+  EXPECT_TRUE(q.WaitFor(s).ok());
+  ASSERT_EQ(ex.runs.size(), 2u);
+  EXPECT_EQ(ex.runs[0].first, "slow");
+  EXPECT_EQ(ex.runs[1].first, "small");
+  EXPECT_NE(ex.runs[1].second, std::this_thread::get_id());
+  EXPECT_EQ(q.completed(), s);
+}
+
+TEST(QueueTest, InlineErrorIsKeptForTheNextSyncPoint) {
+  Queue q(0);
+  RecordingExecutor ex;
+  uint64_t s = Submit(q, ex, "fail", true);
+  EXPECT_TRUE(q.Done(s));
+  Submit(q, ex, "later", true);  // later work still runs
+  Status st = q.Synchronize();
+  EXPECT_EQ(st.code(), Code::kOutOfRange);
+  EXPECT_EQ(st.message(), "test::op (issued at t.py:1): index 7 is out of bounds");
+  EXPECT_TRUE(q.Synchronize().ok());
+  EXPECT_EQ(ex.runs.size(), 2u);
+}
+
+TEST(QueueTest, MixedInlineAndQueuedFromSeveralThreadsKeepSequenceOrder) {
+  Queue q(0);
+  std::mutex mu;
+  std::vector<uint64_t> seen;  // sequence numbers in the order they ran
+  class SeqExecutor : public Executor {
+   public:
+    SeqExecutor(std::mutex& mu, std::vector<uint64_t>& seen) : mu_(mu), seen_(seen) {}
+    Status Run(const Launch& launch) override {
+      std::lock_guard<std::mutex> lock(mu_);
+      seen_.push_back(launch.executable->fingerprint);
+      return Status::Ok();
+    }
+    std::mutex& mu_;
+    std::vector<uint64_t>& seen_;
+  } ex(mu, seen);
+  // The sequence number a launch gets is only known from EnqueueLaunch's result, so each
+  // launch records the order it was submitted in, taken under the same lock as the call.
+  std::mutex submit_mu;
+  uint64_t submitted = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 300; ++i) {
+        std::lock_guard<std::mutex> lock(submit_mu);
+        auto exe = std::make_shared<Executable>();
+        exe->fingerprint = ++submitted;
+        uint64_t seq = q.EnqueueLaunch(&ex, exe, nullptr, 0, nullptr, 0, {}, /*may_run_inline=*/(i + t) % 3 != 0);
+        EXPECT_EQ(seq, submitted);
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_TRUE(q.Synchronize().ok());
+  ASSERT_EQ(seen.size(), 900u);
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], i + 1);
+}
+
 }  // namespace
 }  // namespace tpu

@@ -19,9 +19,22 @@ import torch_tpu
 
 @pytest.fixture(params=["strict", "debug"])
 def mode(request):
-    """Runs a test in each eager mode."""
-    with torch_tpu.eager_mode(request.param):
-        yield request.param
+    """Runs a test in each eager mode.
+
+    Test tensors are small, and a small program submitted to an idle queue runs on the calling
+    thread (option inline_work). So that the suite also exercises the queue worker -- programs
+    running asynchronously on another thread, errors crossing threads -- strict mode runs here
+    with inline execution off; debug mode keeps the default. tests/python/test_queue.py checks
+    the two paths against each other.
+    """
+    previous = torch_tpu.config.get("inline_work")
+    if request.param == "strict":
+        torch_tpu.config.set("inline_work", 0)
+    try:
+        with torch_tpu.eager_mode(request.param):
+            yield request.param
+    finally:
+        torch_tpu.config.set("inline_work", previous)
 
 
 @pytest.fixture

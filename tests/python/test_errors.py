@@ -184,19 +184,9 @@ def _index_select_out_of_range():
     return x.index_select(0, idx), line
 
 
-def _xfail_if_fallback(err):
-    if "aten::index_select" in torch_tpu.metrics.fallback_ops():
-        pytest.xfail(f"index_select runs through the CPU fallback (the CPU kernel raised {err!r} at the "
-                     "op); the device-queue error path is exercised once the indexing lowerings land")
-
-
-def test_device_error_strict_raises_at_sync():
+def test_device_error_strict_raises_at_sync(no_fallback):
     with torch_tpu.eager_mode("strict"):
-        try:
-            y, line = _index_select_out_of_range()
-        except IndexError as err:
-            _xfail_if_fallback(err)
-            raise
+        y, line = _index_select_out_of_range()  # queued: the op itself returns
         with pytest.raises(IndexError) as e:
             y.cpu()  # the sync point
         msg = str(e.value)
@@ -205,22 +195,17 @@ def test_device_error_strict_raises_at_sync():
         device_still_works()
 
 
-def test_device_error_debug_raises_at_op():
+def test_device_error_debug_raises_at_op(no_fallback):
     with torch_tpu.eager_mode("debug"):
         with pytest.raises(IndexError) as e:
             _index_select_out_of_range()
-        _xfail_if_fallback(e.value)
         assert "aten::index_select" in str(e.value)
         device_still_works()
 
 
-def test_device_error_raised_once_only():
+def test_device_error_raised_once_only(no_fallback):
     with torch_tpu.eager_mode("strict"):
-        try:
-            y, _ = _index_select_out_of_range()
-        except IndexError as err:
-            _xfail_if_fallback(err)
-            raise
+        _index_select_out_of_range()
         with pytest.raises(IndexError):
             torch.tpu.synchronize()
         torch.tpu.synchronize()  # reported once, then the queue is clean

@@ -19,7 +19,7 @@ enum ActFlags : int {
 
 // fn(Expr&, x) for an activation of `self`.
 template <typename F>
-at::Tensor Act(const char* op, const char* kernel, const at::Tensor& self, OutArg out, F&& fn,
+LoweredResult Act(const char* op, const char* kernel, const at::Tensor& self, OutArg out, F&& fn,
                int flags = 0) {
   at::ScalarType st = self.scalar_type();
   CheckKernelDType(at::isFloatingType(st) || ((flags & kIntsOk) && st != at::kBool), kernel, st);
@@ -33,7 +33,7 @@ at::Tensor Act(const char* op, const char* kernel, const at::Tensor& self, OutAr
 
 // fn(Expr&, grad, x) for a backward kernel: grad and x promote to a common dtype.
 template <typename F>
-at::Tensor Bwd(const char* op, const char* kernel, const at::Tensor& grad, const at::Tensor& x,
+LoweredResult Bwd(const char* op, const char* kernel, const at::Tensor& grad, const at::Tensor& x,
                OutArg out, F&& fn, bool ints = false) {
   at::ScalarType common = at::result_type(grad, x);
   CheckKernelDType(at::isFloatingType(common) || (ints && common != at::kBool), kernel, common);
@@ -45,7 +45,7 @@ at::Tensor Bwd(const char* op, const char* kernel, const at::Tensor& grad, const
 }
 
 // ---- relu / threshold ------------------------------------------------------------------------
-at::Tensor Relu(const at::Tensor& self, OutArg out) {
+LoweredResult Relu(const at::Tensor& self, OutArg out) {
   TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
   return Act(
       "aten::relu", "relu_tpu", self, out, [](Expr& e, int x) { return e.Max(x, e.K(0)); },
@@ -81,7 +81,7 @@ constexpr double kGeluKappa = 0.044715;
 
 // gelu(-inf) = 0 (the formula alone gives -inf * 0 = NaN) and gelu(+inf) = +inf, the limits, as
 // ATen's current kernels return them.
-at::Tensor Gelu(const at::Tensor& self, c10::string_view approximate, OutArg out) {
+LoweredResult Gelu(const at::Tensor& self, c10::string_view approximate, OutArg out) {
   bool tanh = GeluIsTanh(approximate);
   return Act("aten::gelu", "gelu_tpu", self, out, [&](Expr& e, int x) {
     int r;
@@ -119,11 +119,11 @@ at::Tensor GeluBackward(const at::Tensor& grad, const at::Tensor& self,
 }
 
 // ---- silu / mish -----------------------------------------------------------------------------
-at::Tensor Silu(const at::Tensor& self, OutArg out) {
+LoweredResult Silu(const at::Tensor& self, OutArg out) {
   return Act("aten::silu", "silu_tpu", self, out,
              [](Expr& e, int x) { return e.Div(x, e.Add(e.K(1), e.Exp(e.Neg(x)))); });
 }
-at::Tensor SiluBackward(const at::Tensor& grad, const at::Tensor& self, OutArg out) {
+LoweredResult SiluBackward(const at::Tensor& grad, const at::Tensor& self, OutArg out) {
   return Bwd("aten::silu_backward", "silu_backward_tpu", grad, self, out,
              [](Expr& e, int dy, int x) {
                int s = e.Sigmoid(x);
@@ -131,11 +131,11 @@ at::Tensor SiluBackward(const at::Tensor& grad, const at::Tensor& self, OutArg o
              });
 }
 int TanhSoftplus(Expr& e, int x) { return e.Tanh(e.Log1p(e.Exp(x))); }
-at::Tensor Mish(const at::Tensor& self, OutArg out) {
+LoweredResult Mish(const at::Tensor& self, OutArg out) {
   return Act("aten::mish", "mish_tpu", self, out,
              [](Expr& e, int x) { return e.Mul(x, TanhSoftplus(e, x)); });
 }
-at::Tensor MishBackward(const at::Tensor& grad, const at::Tensor& self, OutArg out) {
+LoweredResult MishBackward(const at::Tensor& grad, const at::Tensor& self, OutArg out) {
   return Bwd("aten::mish_backward", "mish_backward_tpu", grad, self, out,
              [](Expr& e, int dy, int x) {
                int s = e.Sigmoid(x);
@@ -166,7 +166,7 @@ at::Tensor HardtanhBackward(const at::Tensor& grad, const at::Tensor& self, cons
              });
 }
 
-at::Tensor LeakyRelu(const at::Tensor& self, const at::Scalar& slope, OutArg out) {
+LoweredResult LeakyRelu(const at::Tensor& self, const at::Scalar& slope, OutArg out) {
   return Act("aten::leaky_relu", "leaky_relu_tpu", self, out,
              [&](Expr& e, int x) { return e.Select(e.Gt(x, e.K(0)), x, e.Mul(x, e.P(slope))); });
 }
@@ -235,11 +235,11 @@ at::Tensor SoftplusBackward(const at::Tensor& grad, const at::Tensor& self, cons
 int Relu6Shifted(Expr& e, int x) {
   return e.Min(e.Max(e.Add(x, e.K(3)), e.K(0)), e.K(6));
 }  // clamp(x + 3, 0, 6)
-at::Tensor Hardsigmoid(const at::Tensor& self, OutArg out) {
+LoweredResult Hardsigmoid(const at::Tensor& self, OutArg out) {
   return Act("aten::hardsigmoid", "hardsigmoid_tpu", self, out,
              [](Expr& e, int x) { return e.Div(Relu6Shifted(e, x), e.K(6)); });
 }
-at::Tensor HardsigmoidBackward(const at::Tensor& grad, const at::Tensor& self, OutArg out) {
+LoweredResult HardsigmoidBackward(const at::Tensor& grad, const at::Tensor& self, OutArg out) {
   return Bwd("aten::hardsigmoid_backward", "hardsigmoid_backward_tpu", grad, self, out,
              [](Expr& e, int g, int x) {
                int inside = e.And(e.Gt(x, e.K(-3)), e.Lt(x, e.K(3)));
@@ -247,11 +247,11 @@ at::Tensor HardsigmoidBackward(const at::Tensor& grad, const at::Tensor& self, O
                                e.K(0));  // ATen's constant is a float
              });
 }
-at::Tensor Hardswish(const at::Tensor& self, OutArg out) {
+LoweredResult Hardswish(const at::Tensor& self, OutArg out) {
   return Act("aten::hardswish", "hardswish_tpu", self, out,
              [](Expr& e, int x) { return e.Div(e.Mul(x, Relu6Shifted(e, x)), e.K(6)); });
 }
-at::Tensor HardswishBackward(const at::Tensor& grad, const at::Tensor& self, OutArg out) {
+LoweredResult HardswishBackward(const at::Tensor& grad, const at::Tensor& self, OutArg out) {
   return Bwd("aten::hardswish_backward", "hardswish_backward_tpu", grad, self, out,
              [](Expr& e, int g, int x) {
                int mid = e.Mul(g, e.Add(e.Div(x, e.K(3)), e.K(0.5)));
@@ -260,11 +260,11 @@ at::Tensor HardswishBackward(const at::Tensor& grad, const at::Tensor& self, Out
 }
 
 // ---- tanh / sigmoid backward, logit ----------------------------------------------------------
-at::Tensor TanhBackward(const at::Tensor& grad, const at::Tensor& y, OutArg out) {
+LoweredResult TanhBackward(const at::Tensor& grad, const at::Tensor& y, OutArg out) {
   return Bwd("aten::tanh_backward", "tanh_backward_tpu", grad, y, out,
              [](Expr& e, int g, int t) { return e.Mul(g, e.Sub(e.K(1), e.Mul(t, t))); });
 }
-at::Tensor SigmoidBackward(const at::Tensor& grad, const at::Tensor& y, OutArg out) {
+LoweredResult SigmoidBackward(const at::Tensor& grad, const at::Tensor& y, OutArg out) {
   return Bwd("aten::sigmoid_backward", "sigmoid_backward_tpu", grad, y, out,
              [](Expr& e, int g, int s) { return e.Mul(e.Mul(g, e.Sub(e.K(1), s)), s); });
 }
@@ -281,7 +281,7 @@ struct Own {
 };
 
 // log(x / (1 - x)), x first clamped to [eps, 1 - eps] when eps >= 0.
-at::Tensor Logit(const at::Tensor& self, std::optional<double> eps, OutArg out) {
+LoweredResult Logit(const at::Tensor& self, std::optional<double> eps, OutArg out) {
   double eps_v = eps.value_or(-1.0);
   // Integer and bool inputs compute (and clamp to eps) in the float result dtype, as on CPU.
   at::ScalarType st =

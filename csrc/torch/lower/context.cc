@@ -122,7 +122,12 @@ int Lowering::ScalarU64Pair(uint64_t a, uint64_t b) {
   return id;
 }
 
-void Lowering::Output(int value, const at::Tensor& out) {
+void Lowering::Output(int value, const at::Tensor& out) { AddOutput(value, c10::MaybeOwned<at::Tensor>::owned(std::in_place, out)); }
+
+void Lowering::OutputBorrowed(int value, const at::Tensor& out) { AddOutput(value, c10::MaybeOwned<at::Tensor>::borrowed(out)); }
+
+void Lowering::AddOutput(int value, c10::MaybeOwned<at::Tensor> owned_or_borrowed) {
+  const at::Tensor& out = *owned_or_borrowed;
   TORCH_CHECK(out.device().type() == c10::DeviceType::PrivateUse1, op_,
               ": expected the output tensor on the tpu device, got ", out.device());
   int dev = out.device().index() < 0 ? 0 : out.device().index();
@@ -132,7 +137,7 @@ void Lowering::Output(int value, const at::Tensor& out) {
   TORCH_INTERNAL_ASSERT(builder_.TypeOf(value).dims == Dims(out.sizes().begin(), out.sizes().end()),
                         op_, ": lowered result has shape ", DimsToString(builder_.TypeOf(value).dims),
                         " but the output tensor has shape ", out.sizes());
-  outputs_.emplace_back(value, out);
+  outputs_.emplace_back(value, std::move(owned_or_borrowed));
 }
 
 void Lowering::CaptureLocation() { location_ = UserSourceLocation(); }
@@ -146,14 +151,17 @@ void Lowering::Run() {
   Check(exe.status());
   Device& dev = DeviceFor(device_ < 0 ? CurrentDeviceIndex() : device_);
   c10::SmallVector<Binding, 2> results;
-  for (auto& [value, out] : outputs_) results.emplace_back(BufferOf(out), ViewOf(out));
-  uint64_t seq = dev.queue().EnqueueLaunch(&dev.executor(), std::move(exe).value(), params_.data(), params_.size(),
-                                           results.data(), results.size(), TaskContext{op_, std::move(location_)});
+  for (auto& [value, out] : outputs_) results.emplace_back(BufferOf(*out), ViewOf(*out));
+  ExecutablePtr program = std::move(exe).value();
+  bool small = program->work <= Flags().inline_work;
+  uint64_t seq = dev.queue().EnqueueLaunch(&dev.executor(), std::move(program), params_.data(), params_.size(),
+                                           results.data(), results.size(), TaskContext{op_, std::move(location_)},
+                                           small);
   executions->Add();
   if (GetEagerMode() == EagerMode::kDebug) {
     Check(dev.queue().WaitFor(seq));
     if (Flags().check_nan)
-      for (auto& [value, out] : outputs_) CheckFinite(op_, out);
+      for (auto& [value, out] : outputs_) CheckFinite(op_, *out);
   }
 }
 

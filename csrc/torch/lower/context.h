@@ -13,6 +13,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <c10/util/MaybeOwned.h>
 #include <c10/util/SmallVector.h>
 
 #include <vector>
@@ -41,17 +42,21 @@ class Lowering {
   int Scalar(const at::Scalar& s, at::ScalarType dtype);
   int ScalarU64Pair(uint64_t a, uint64_t b);  // ui64[2] parameter (rng state)
   void Output(int value, const at::Tensor& out);
+  // As Output, without taking a reference: `out` must outlive Run(). (Copying a tensor Python
+  // owns takes the GIL; the elementwise path writes into `self` without a copy.)
+  void OutputBorrowed(int value, const at::Tensor& out);
   // Record the user's source line now (ops whose errors only show when the program runs).
   void CaptureLocation();
   void Run();
 
  private:
   int AddParam(const TensorType& type, Binding binding);
+  void AddOutput(int value, c10::MaybeOwned<at::Tensor> out);
   const char* op_;
   Builder& builder_;  // from a per-thread pool: reused across ops, so building costs no allocation
   // Inline storage: a typical op binds a few tensors, and the eager path must not allocate.
   c10::SmallVector<Binding, 4> params_;
-  c10::SmallVector<std::pair<int, at::Tensor>, 2> outputs_;
+  c10::SmallVector<std::pair<int, c10::MaybeOwned<at::Tensor>>, 2> outputs_;
   int device_ = -1;
   std::string location_;
 };

@@ -65,7 +65,7 @@ int FloorDivide(Builder& b, int x, int y, DType t) {
   return b.Select(adjust, b.Binary(OpCode::kSubtract, q, b.ScalarLike(1, q)), q);
 }
 
-at::Tensor DivImpl(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode, OutArg out) {
+LoweredResult DivImpl(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode, OutArg out) {
   if (!mode.has_value()) {
     return LowerElementwise("aten::div", {self, other}, out, ResultKind::kFloat,
                             [](Lowering& l, const V& v, DType) { return l.b().Binary(OpCode::kDivide, v[0], v[1]); });
@@ -175,7 +175,7 @@ at::Tensor& bitwise_not_out(const at::Tensor& self, at::Tensor& out) {
 }
 
 // add / sub with alpha
-at::Tensor AddSub(const char* op, bool sub, const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
+LoweredResult AddSub(const char* op, bool sub, const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
                   OutArg out) {
   if (sub) {
     TORCH_CHECK(self.scalar_type() != at::kBool || other.scalar_type() != at::kBool,
@@ -219,7 +219,7 @@ at::Tensor& floor_divide_out(const at::Tensor& s, const at::Tensor& o, at::Tenso
 at::Tensor floor_divide_s(const at::Tensor& s, const at::Scalar& o) { return ::tpu::torch_bridge::floor_divide(s, WrapScalar(o)); }
 
 // pow
-at::Tensor PowImpl(const at::Tensor& self, const at::Tensor& exponent, OutArg out) {
+LoweredResult PowImpl(const at::Tensor& self, const at::Tensor& exponent, OutArg out) {
   return LowerElementwise("aten::pow", {self, exponent}, out, ResultKind::kCommon, [](Lowering& l, const V& v, DType t) {
     return l.b().Binary(OpCode::kPower, v[0], v[1]);
   });
@@ -246,7 +246,7 @@ at::Tensor WhereImpl(const at::Tensor& cond, const at::Tensor& self, const at::T
   at::DimVector shape = at::infer_size_dimvector(at::infer_size_dimvector(cond.sizes(), self.sizes()), other.sizes());
   const at::Tensor& like = cond.device().type() == c10::DeviceType::PrivateUse1 ? cond
                          : self.device().type() == c10::DeviceType::PrivateUse1 ? self : other;
-  at::Tensor result = PrepareOut("aten::where", out, shape, common, like);
+  at::Tensor result = *PrepareOut("aten::where", out, shape, common, like);
   if (result.numel() == 0) return result;
   if (out.t) CheckOutOverlap(result, {cond, self, other});
   Lowering l("aten::where");

@@ -23,15 +23,15 @@ at::ScalarType ResultDType(ResultKind kind, at::ScalarType common) {
   return common;
 }
 
-at::Tensor PrepareOut(const char* op, OutArg o, at::IntArrayRef shape, at::ScalarType result,
+c10::MaybeOwned<at::Tensor> PrepareOut(const char* op, OutArg o, at::IntArrayRef shape, at::ScalarType result,
                       const at::Tensor& like) {
   const at::Tensor* out = o.t;
   if (!out || !out->defined()) {
     // Straight to the allocator: this is what the empty() kernel does, minus a trip through the
     // dispatcher on every elementwise op.
     c10::DeviceGuard guard(like.device());
-    return at::detail::empty_generic(shape, GetTpuAllocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                     result, std::nullopt);
+    return c10::MaybeOwned<at::Tensor>::owned(at::detail::empty_generic(
+        shape, GetTpuAllocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result, std::nullopt));
   }
   TORCH_CHECK(out->device().type() == c10::DeviceType::PrivateUse1, op,
               ": expected the output on the tpu device, got ", out->device());
@@ -43,7 +43,7 @@ at::Tensor PrepareOut(const char* op, OutArg o, at::IntArrayRef shape, at::Scala
     TORCH_CHECK(!o.inplace, "output with shape ", out->sizes(), " doesn't match the broadcast shape ", shape);
     at::native::resize_output(*out, shape);
   }
-  return *out;
+  return c10::MaybeOwned<at::Tensor>::borrowed(*out);
 }
 
 }  // namespace tpu::torch_bridge

@@ -53,7 +53,8 @@ inline OutArg Out(const at::Tensor& out) { return {&out, false}; }
 
 // Validates/allocates the output of an elementwise op like TensorIterator: broadcast shape,
 // can_cast(result, out dtype) for out=/in-place, and an in-place output that must not broadcast.
-at::Tensor PrepareOut(const char* op, OutArg out, at::IntArrayRef shape, at::ScalarType result,
+// An in-place/out= tensor comes back borrowed (see TensorArg for why copies cost).
+c10::MaybeOwned<at::Tensor> PrepareOut(const char* op, OutArg out, at::IntArrayRef shape, at::ScalarType result,
                       const at::Tensor& like);
 
 at::ScalarType ResultDType(ResultKind kind, at::ScalarType common);
@@ -62,9 +63,20 @@ at::ScalarType ResultDType(ResultKind kind, at::ScalarType common);
 // element twice (an expanded tensor) nor partially overlap an input. Same messages as CPU.
 void CheckOutOverlap(const at::Tensor& out, std::initializer_list<TensorArg> inputs);
 
+// What LowerElementwise returns: the new tensor, or the in-place/out= tensor borrowed, which is
+// copied only if the caller keeps it (the in-place and out= wrappers return their own reference).
+class LoweredResult {
+ public:
+  explicit LoweredResult(c10::MaybeOwned<at::Tensor> t) : t_(std::move(t)) {}
+  operator at::Tensor() && { return *std::move(t_); }  // NOLINT: implicit, so `return Lower...(...)` reads plainly
+
+ private:
+  c10::MaybeOwned<at::Tensor> t_;
+};
+
 // fn(Lowering&, const ValueList& inputs in compute dtype, DType compute) -> value (any dtype).
 template <typename F>
-at::Tensor LowerElementwise(const char* op, std::initializer_list<TensorArg> inputs, OutArg out,
+LoweredResult LowerElementwise(const char* op, std::initializer_list<TensorArg> inputs, OutArg out,
                             ResultKind kind, F&& fn, std::optional<at::ScalarType> compute_override = {}) {
   const TensorArg* ins = inputs.begin();
   size_t n = inputs.size();
@@ -87,9 +99,9 @@ at::Tensor LowerElementwise(const char* op, std::initializer_list<TensorArg> inp
   at::DimVector shape(ins[0].get().sizes());
   for (size_t i = 1; i < n; ++i) shape = at::infer_size_dimvector(shape, ins[i].get().sizes());
   at::ScalarType result = ResultDType(kind, common);
-  at::Tensor result_t = PrepareOut(op, out, shape, result, *device_like);
-  if (result_t.numel() == 0) return result_t;
-  if (out.t) CheckOutOverlap(result_t, inputs);
+  c10::MaybeOwned<at::Tensor> result_t = PrepareOut(op, out, shape, result, *device_like);
+  if (result_t->numel() == 0) return LoweredResult(std::move(result_t));
+  if (out.t) CheckOutOverlap(*result_t, inputs);
   at::ScalarType compute = compute_override.value_or(
       kind == ResultKind::kFloat && !at::isFloatingType(common) ? result : common);
   compute = OpMath(compute);
@@ -102,9 +114,9 @@ at::Tensor LowerElementwise(const char* op, std::initializer_list<TensorArg> inp
     vals.push_back(l.b().BroadcastTo(v, dims));
   }
   int r = fn(l, vals, ToDType(compute));
-  l.Output(r, result_t);
+  l.OutputBorrowed(r, *result_t);
   l.Run();
-  return result_t;
+  return LoweredResult(std::move(result_t));
 }
 
 }  // namespace tpu::torch_bridge

@@ -46,7 +46,7 @@ at::Tensor Loss(const char* name, const char* op, const at::Tensor& self, const 
                               "'");
   at::DimVector shape = at::infer_size_dimvector(self.sizes(), target.sizes());
   bool reduce = reduction != None;
-  at::Tensor result = PrepareOut(op, out ? Out(*out) : Functional(),
+  at::Tensor result = *PrepareOut(op, out ? Out(*out) : Functional(),
                                  reduce ? at::IntArrayRef() : at::IntArrayRef(shape), t, self);
   if (result.numel() == 0) return result;
   if (c10::multiply_integers(shape) == 0) {  // a reduction of nothing

@@ -32,7 +32,7 @@ struct UnaryOp {
   const char* bool_error = nullptr;  // PyTorch's own message for bool inputs, if it has one
 };
 
-at::Tensor RunUnary(const UnaryOp& u, const at::Tensor& self, OutArg out) {
+LoweredResult RunUnary(const UnaryOp& u, const at::Tensor& self, OutArg out) {
   at::ScalarType st = self.scalar_type();
   if (u.bool_error) TORCH_CHECK(st != at::kBool, u.bool_error);
   if (u.ints == Ints::kFloatOnly)
@@ -136,7 +136,7 @@ at::Scalar OpMathValue(double v, DType t) {
 }
 
 // round(x, decimals): scaled, rounded half to even, scaled back, as ATen's CPU kernel does.
-at::Tensor RoundDecimals(const at::Tensor& self, int64_t decimals, OutArg out) {
+LoweredResult RoundDecimals(const at::Tensor& self, int64_t decimals, OutArg out) {
   CheckKernelDType(at::isFloatingType(self.scalar_type()), "round_tpu", self.scalar_type());
   if (decimals == 0) return RunUnary(kRoundOp, self, out);
   CheckOutDType(out, self.scalar_type());
@@ -162,7 +162,7 @@ at::Tensor& round_decimals_out(const at::Tensor& s, int64_t d, at::Tensor& out) 
 }
 
 // ---- predicates ------------------------------------------------------------------------------
-at::Tensor Predicate(const char* op, const at::Tensor& self, OutArg out, int (*fn)(Expr&, int)) {
+LoweredResult Predicate(const char* op, const at::Tensor& self, OutArg out, int (*fn)(Expr&, int)) {
   if (out.t && out.t->defined() && out.t->scalar_type() != at::kBool) {
     bool inf_sign =
         op == std::string_view("aten::isposinf") || op == std::string_view("aten::isneginf");
