@@ -21,6 +21,7 @@
 #include "base/hash.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "runtime/host/conv_util.h"
+#include "runtime/host/onednn_threads.h"
 
 namespace tpu::host {
 namespace {
@@ -346,6 +347,7 @@ Status Execute(const Problem& p) {
   std::unordered_map<int, dnnl::memory> args;
   dnnl::memory user[3], inner[3];
   try {
+    MatchOneDnnThreads();
     for (int r = 0; r < 3; ++r) {
       user[r] = dnnl::memory(e.user[r], eng.engine, views[r]->data);
       if (e.reorder[r]) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -13,6 +14,7 @@
 
 #include "base/hash.h"
 #include "runtime/host/kernels.h"
+#include "runtime/host/onednn_threads.h"
 
 namespace tpu::host {
 namespace {
@@ -56,6 +58,32 @@ Dims FreeDims(int rank, const Dims& batch, const Dims& contract) {
       free.push_back(d);
   return free;
 }
+
+// dnnl_sgemm's form of a [rows, cols] matrix with the given strides: row-major ('N', leading
+// dimension = the row stride) or its transpose ('T'). False when neither has a unit stride.
+bool GemmForm(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride, char* trans, int64_t* ld) {
+  if (cols == 1 || col_stride == 1) {
+    int64_t lead = rows == 1 ? cols : row_stride;
+    if (lead >= std::max<int64_t>(1, cols)) {
+      *trans = 'N';
+      *ld = lead;
+      return true;
+    }
+  }
+  if (rows == 1 || row_stride == 1) {
+    int64_t lead = cols == 1 ? rows : col_stride;
+    if (lead >= std::max<int64_t>(1, rows)) {
+      *trans = 'T';
+      *ld = lead;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Below this many multiply-adds, oneDNN's primitive API (memory objects, argument map) costs
+// more than the product: small float32 products go through its BLAS-style dnnl_sgemm call.
+constexpr int64_t kSmallGemm = int64_t{1} << 15;
 
 // Makes `v` flattenable: if a group cannot be flattened, copies v contiguously in group order.
 View Canonical(const View& v, const Dims& g0, const Dims& g1,
@@ -153,6 +181,22 @@ Status RunDotGeneral(const Op& op, const View& lhs, const View& rhs, const View&
       default: return Unimplemented(std::string("dot_general on ") + DTypeName(t));
     }
     return Status::Ok();
+  }
+  MatchOneDnnThreads();
+  if (t == DType::kF32 && out.dtype == DType::kF32 && nb * m * n * k <= kSmallGemm) {
+    char ta, tb;
+    int64_t lda, ldb;
+    if (GemmForm(m, k, A.m.stride, A.k.stride, &ta, &lda) && GemmForm(k, n, B.k.stride, B.m.stride, &tb, &ldb)) {
+      const float* a0 = static_cast<const float*>(L.data);
+      const float* b0 = static_cast<const float*>(R.data);
+      float* c0 = static_cast<float*>(out.data);
+      for (int64_t bi = 0; bi < nb; ++bi) {
+        dnnl_status_t st = dnnl_sgemm(ta, tb, m, n, k, 1.0f, a0 + bi * A.b.stride, lda, b0 + bi * B.b.stride, ldb,
+                                      0.0f, c0 + bi * m * n, n);
+        if (st != dnnl_success) return Internal("oneDNN sgemm failed with status " + std::to_string(st));
+      }
+      return Status::Ok();
+    }
   }
   using md = dnnl::memory::desc;
   auto sb = [](const Flat& f, int64_t size) { return size == 1 ? int64_t{0} : f.stride; };

@@ -1,0 +1,19 @@
+// oneDNN (Debian's build) parallelizes with OpenMP, whose thread count is a per-thread setting of
+// the calling thread. Kernels run on the queue worker, on the thread that submitted a small
+// program, or on autograd's device thread: each would otherwise get OpenMP's default team (all
+// cores), oversubscribing the machine next to PyTorch's own pool and our thread pool.
+#pragma once
+
+#include <omp.h>
+
+#include "base/thread_pool.h"
+
+namespace tpu::host {
+
+// Makes oneDNN calls from this thread use the executor's thread count.
+inline void MatchOneDnnThreads() {
+  int n = ThreadPool::Get().num_threads();
+  if (n > 0 && omp_get_max_threads() != n) omp_set_num_threads(n);
+}
+
+}  // namespace tpu::host
