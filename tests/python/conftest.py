@@ -7,6 +7,7 @@ summation order and vectorized math (1-2 ulp), so float32 comparisons use rtol=1
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
@@ -15,6 +16,16 @@ import pytest
 import torch
 
 import torch_tpu
+
+
+@contextlib.contextmanager
+def restored_option(name):
+    """Yields a setter for the torch_tpu option `name`; its value is restored afterwards."""
+    previous = torch_tpu.config.get(name)
+    try:
+        yield lambda value: torch_tpu.config.set(name, value)
+    finally:
+        torch_tpu.config.set(name, previous)
 
 
 @pytest.fixture(params=["strict", "debug"])
@@ -27,14 +38,11 @@ def mode(request):
     with inline execution off; debug mode keeps the default. tests/python/test_queue.py checks
     the two paths against each other.
     """
-    previous = torch_tpu.config.get("inline_work")
-    if request.param == "strict":
-        torch_tpu.config.set("inline_work", 0)
-    try:
+    with restored_option("inline_work") as set_inline_work:
+        if request.param == "strict":
+            set_inline_work(0)
         with torch_tpu.eager_mode(request.param):
             yield request.param
-    finally:
-        torch_tpu.config.set("inline_work", previous)
 
 
 @pytest.fixture

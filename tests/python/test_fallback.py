@@ -18,20 +18,15 @@ import pytest
 import torch
 
 import torch_tpu
-from conftest import check_same
+from conftest import check_same, restored_option
 
 REPO = str(pathlib.Path(torch_tpu.__file__).resolve().parent.parent)
 
 
 @pytest.fixture
 def fallback_policy():
-    old = torch_tpu.config.get("fallback")
-
-    def set_policy(p):
-        torch_tpu.config.set("fallback", p)
-
-    yield set_policy
-    torch_tpu.config.set("fallback", old)
+    with restored_option("fallback") as set_policy:
+        yield set_policy
 
 
 def fallback_counts():

@@ -13,17 +13,13 @@ import pytest
 import torch
 
 import torch_tpu
+from conftest import restored_option
 
 
 @pytest.fixture
 def inline_work():
-    previous = torch_tpu.config.get("inline_work")
-
-    def set_to(n):
-        torch_tpu.config.set("inline_work", n)
-
-    yield set_to
-    torch_tpu.config.set("inline_work", previous)
+    with restored_option("inline_work") as set_to:
+        yield set_to
 
 
 def inline_runs():
