@@ -489,8 +489,11 @@ void ForEachTile(const Dims& dims, const Ops& ops, F&& fn) {
 Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vector<View>& views) {
   const int nin = static_cast<int>(region.inputs.size());
   const int nops = static_cast<int>(region.ops.size());
-  std::vector<Operand> operands;
-  operands.reserve(region.inputs.size() + region.outputs.size());
+  // Reused per thread: a tiny op's whole run costs about as much as one heap allocation. (Bound
+  // to a local reference so the pool threads running tiles use this thread's vector.)
+  thread_local std::vector<Operand> reused_operands;
+  std::vector<Operand>& operands = reused_operands;
+  operands.clear();
   Dims dims = region.shape;
   for (int v : region.inputs) {
     const View& w = views[v];
