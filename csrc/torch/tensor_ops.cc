@@ -188,7 +188,14 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
 }
 
 at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
-  if (dst.sizes() != self.sizes()) const_cast<at::Tensor&>(dst).resize_(self.sizes());
+  if (dst.sizes() != self.sizes()) {
+    // An out= tensor the CPU fallback resizes takes the CPU result's layout too (some CPU
+    // kernels resize out= column-major, e.g. linalg's), when that layout is dense.
+    auto& d = const_cast<at::Tensor&>(dst);
+    d.resize_(self.sizes());
+    if (self.is_non_overlapping_and_dense() && d.strides() != self.strides())
+      d.as_strided_(self.sizes(), self.strides(), d.storage_offset());
+  }
   return ::tpu::torch_bridge::_copy_from(self, dst, false);
 }
 
