@@ -1,4 +1,4 @@
-"""Unary elementwise ops, predicates, nan_to_num, clamp, lerp, addcmul/addcdiv and masked_fill_:
+"""Unary elementwise ops, predicates, nan_to_num, clamp, lerp, addcmul/addcdiv, masked_fill_ and xlogy:
 tpu results against PyTorch's CPU kernels.
 
 Tolerances: float32 uses conftest's defaults (rtol 1.3e-6, about 10 ulp, atol 1e-5). The math
@@ -413,3 +413,75 @@ def test_masked_fill_expanded(mode, no_fallback):
         return base
 
     check_same(run, x, mask)
+
+
+# ---- xlogy ------------------------------------------------------------------------------------------
+def xlogy_inputs(dtype=torch.float32):
+    """x with zeros and NaN; y with zeros, negatives, infinities and NaN, also where x == 0."""
+    x = floats((6, 8), seed=9)
+    x[:, :3] = 0.0
+    y = floats((6, 8), seed=10).abs()
+    y[0] = torch.tensor([math.nan, 0.0, -1.0, math.inf, math.nan, 0.0, -2.0, math.inf])
+    return x.to(dtype), y.to(dtype)
+
+
+def test_xlogy(mode, no_fallback):
+    x, y = xlogy_inputs()
+    check_same(torch.xlogy, x, y)
+    check_same(torch.special.xlogy, x, y)
+    check_same(torch.xlogy, *xlogy_inputs(torch.bfloat16))
+    check_same(torch.xlogy, x.t(), y.t()[::2][:, :6].repeat(2, 1)[:8])  # non-contiguous
+    check_same(torch.xlogy, x, y[:1])  # broadcast
+    check_same(torch.xlogy, x, y.double())  # promotes to float64
+    check_same(torch.xlogy, ints((6, 8)), y)
+    check_same(torch.xlogy, ints((6, 8)), ints((6, 8), lo=0))  # integers give float32
+    check_same(lambda a, b: torch.xlogy(a, b > 1), x, y)  # bool
+    check_same(lambda a: torch.xlogy(a, 2.5), x)  # Scalar forms
+    check_same(lambda b: torch.xlogy(0.0, b), y)
+    check_same(lambda b: torch.xlogy(3, b), y.bfloat16())
+    check_same(lambda a, b: torch.xlogy(a, b, out=torch.empty(0, device=a.device)), x, y)
+    check_same(lambda a, b: torch.xlogy(a, b, out=torch.empty(0, device=a.device, dtype=torch.float64)), x, y)
+    check_same(lambda b: torch.xlogy(2, b, out=torch.empty(0, device=b.device)), y)
+    check_same(lambda a, b: torch.special.xlogy(a, b, out=torch.empty(0, device=a.device)), x, y)
+    check_same(lambda a, b: a.clone().xlogy_(b), x, y)
+    check_same(lambda a: a.clone().xlogy_(0.5), x)
+
+
+def test_xlogy_errors():
+    check_same_error(lambda a, b: a.xlogy_(b), ints((6, 8)), xlogy_inputs()[1])  # float into long
+    check_same_error(lambda a, b: torch.xlogy(a, b, out=torch.empty(0, dtype=torch.long, device=a.device)),
+                     *xlogy_inputs())
+
+
+def test_xlogy_grad(mode, no_fallback):
+    x, y = xlogy_inputs()
+    y = y.abs() + 0.5
+    go = floats((6, 8), seed=11).nan_to_num(0.0, 1.0, -1.0)
+
+    def run(x, y, go):
+        x, y = (t.clone().requires_grad_() for t in (x, y))
+        torch.xlogy(x, y).backward(go)
+        return x.grad, y.grad
+
+    check_same(run, x.nan_to_num(0.0, 1.0, -1.0), y.nan_to_num(1.0, 2.0), go)
+
+
+@pytest.mark.parametrize("log_target", [False, True])
+@pytest.mark.parametrize("reduction", ["batchmean", "sum", "none"])
+def test_kl_div(log_target, reduction, mode, no_fallback):
+    g = torch.Generator().manual_seed(12)
+    inp = torch.randn(4, 7, generator=g).log_softmax(-1)
+    target = torch.rand(4, 7, generator=g)
+    target[0, :3] = 0.0
+    if log_target:
+        target = target.log()
+
+    def run(inp, target):
+        inp = inp.clone().requires_grad_()
+        out = torch.nn.functional.kl_div(inp, target, reduction=reduction, log_target=log_target)
+        out.sum().backward()
+        return out, inp.grad
+
+    check_same(run, inp, target)
+    check_same(lambda a, b: torch.nn.functional.kl_div(a, b, reduction=reduction, log_target=log_target),
+               inp.bfloat16(), target.bfloat16())

@@ -1,5 +1,5 @@
 // Pointwise ops with bounds, weights or masks: clamp (and clamp_min/clamp_max), lerp, addcmul,
-// addcdiv and masked_fill_. Functional, in-place and out= forms where ATen has them.
+// addcdiv, masked_fill_ and xlogy. Functional, in-place and out= forms where ATen has them.
 #include <torch/library.h>
 
 #include "torch/lower/pointwise_expr.h"
@@ -290,6 +290,33 @@ at::Tensor& masked_fill_t_(at::Tensor& s, const at::Tensor& m, const at::Tensor&
   return MaskedFill(s, m, nullptr, &v);
 }
 
+// ---- xlogy -----------------------------------------------------------------------------------
+// ATen's CPU kernel: NaN where y is NaN, else 0 where x == 0, else x * log(y). For bfloat16/half it
+// computes in the storage dtype, so log(y) is rounded to it before the product; so here too.
+// The Scalar forms are composite (a wrapped number through xlogy.Tensor).
+at::Tensor XlogyImpl(const at::Tensor& self, const at::Tensor& other, OutArg out) {
+  const at::ScalarType storage = ResultDType(ResultKind::kFloat, at::result_type(self, other));
+  return LowerElementwise("aten::xlogy", {self, other}, out, ResultKind::kFloat,
+                          [storage](Lowering& l, const V& v, DType) {
+                            Expr e(l, v[0]);
+                            Builder& b = e.b();
+                            int log_y = e.Log(v[1]);
+                            if (OpMath(storage) != storage)
+                              log_y = b.Convert(b.Convert(log_y, ToDType(storage)), e.dtype());
+                            int r = e.Select(e.Eq(v[0], e.K(0)), e.K(0), e.Mul(v[0], log_y));
+                            return e.Select(e.IsNan(v[1]), v[1], r);
+                          });
+}
+at::Tensor xlogy(const at::Tensor& s, const at::Tensor& o) { return XlogyImpl(s, o, Functional()); }
+at::Tensor& xlogy_(at::Tensor& s, const at::Tensor& o) {
+  XlogyImpl(s, o, Inplace(s));
+  return s;
+}
+at::Tensor& xlogy_out(const at::Tensor& s, const at::Tensor& o, at::Tensor& out) {
+  XlogyImpl(s, o, Out(out));
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -325,6 +352,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addcdiv.out", addcdiv_out);
   m.impl("masked_fill_.Scalar", masked_fill_s_);
   m.impl("masked_fill_.Tensor", masked_fill_t_);
+  m.impl("xlogy.Tensor", xlogy);
+  m.impl("xlogy_.Tensor", xlogy_);
+  m.impl("xlogy.OutTensor", xlogy_out);
 }
 
 }  // namespace tpu::torch_bridge
