@@ -40,7 +40,7 @@ def rand(*shape, seed=0):
 # ---- results and counting ----------------------------------------------------------------------
 @pytest.mark.parametrize("name,fn,counted", [
     ("det", lambda a: torch.linalg.det(a), "aten::_linalg_det.result"),
-    ("cumprod", lambda a: torch.cumprod(a, 1), "aten::cumprod.out"),
+    ("renorm", lambda a: torch.renorm(a, 2, 1, 1.0), "aten::renorm.out"),
     ("aminmax", lambda a: torch.aminmax(a, dim=1), "aten::aminmax.out"),
     ("slogdet", lambda a: torch.linalg.slogdet(a), "aten::_linalg_slogdet.sign"),
     ("trace", lambda a: torch.trace(a), "aten::trace"),
@@ -59,15 +59,15 @@ def test_fallback_matches_cpu_and_is_counted(mode, fallback_policy, name, fn, co
 def test_fallback_noncontiguous_and_dtypes(mode, fallback_policy):
     fallback_policy("silent")
     x = rand(5, 6)
-    check_same(lambda a: torch.cumprod(a.t()[1:], 0), x)
-    check_same(lambda a: torch.cumprod(a[:, ::2], 1), x.bfloat16())
+    check_same(lambda a: torch.renorm(a.t()[1:], 2, 0, 1.0), x)
+    check_same(lambda a: torch.renorm(a[:, ::2], 2, 1, 1.0), x.bfloat16())
     check_same(lambda a: torch.aminmax(a, dim=0), torch.tensor([3, -1, 7, 0, 7, 2]))
-    check_same(lambda a: torch.cumprod(a, 0), torch.tensor([True, False, True]))
+    check_same(lambda a: torch.cummax(a, 0), torch.tensor([True, False, True]))
 
 
 def test_fallback_mixed_with_native(mode, fallback_policy):
     fallback_policy("silent")
-    check_same(lambda a, b: torch.cumprod(a * 2 + b, 0) - b, rand(4, 3), rand(4, 3, seed=1))
+    check_same(lambda a, b: torch.renorm(a * 2 + b, 2, 0, 1.0) - b, rand(4, 3), rand(4, 3, seed=1))
 
 
 def test_fallback_gradients(mode, fallback_policy):
@@ -134,8 +134,8 @@ def test_inplace_fallback_on_view_writes_base(mode, fallback_policy):
 
     def fn(a):
         a = a.clone()
-        a[:, 1].cumprod_(0)         # through cumprod.out with out = a strided view
-        a.t()[2:].cumprod_(1)
+        a[:, 1:2].renorm_(2, 1, 0.5)  # through renorm.out with out = a strided view
+        a.t()[2:].renorm_(1, 0, 1.0)
         a[1:, :2].renorm_(2, 0, 1.0)
         return a
     check_same(fn, rand(4, 5))
@@ -147,14 +147,14 @@ def test_out_through_fallback(mode, fallback_policy):
     d = x.to("tpu")
     # out= of the wrong size is resized, like CPU
     o = torch.empty(0, device="tpu")
-    r = torch.cumprod(d, 1, out=o)
+    r = torch.renorm(d, 2, 0, 1.0, out=o)
     assert r is o and o.shape == (4, 5)
-    assert torch.equal(o.cpu(), torch.cumprod(x, 1))
+    assert torch.equal(o.cpu(), torch.renorm(x, 2, 0, 1.0))
     # out= a non-contiguous view of a bigger tensor: written in place, the rest untouched
     big = torch.full((5, 4), -7.0, device="tpu")
-    torch.cumprod(d[:, :4], 1, out=big.t()[:, 1:])
+    torch.renorm(d[:, :4], 2, 0, 1.0, out=big.t()[:, 1:])
     ref = torch.full((5, 4), -7.0)
-    ref.t()[:, 1:].copy_(torch.cumprod(x[:, :4], 1))
+    ref.t()[:, 1:].copy_(torch.renorm(x[:, :4], 2, 0, 1.0))
     assert torch.equal(big.cpu(), ref)
     # several outputs
     lo = torch.empty(0, device="tpu")
@@ -168,16 +168,17 @@ def test_out_dtype_mismatch_through_fallback(fallback_policy):
     fallback_policy("silent")
     expected = None
     try:
-        torch.cumprod(torch.full((3,), 2.0), 0, out=torch.empty(3, dtype=torch.long))
+        torch.renorm(torch.full((3, 3), 2.0), 2, 0, 1.0, out=torch.empty(3, 3, dtype=torch.long))
     except RuntimeError as e:
         expected = e
     if expected is None:  # CPU accepts it: the device must give the same values
-        o = torch.empty(3, dtype=torch.long, device="tpu")
-        torch.cumprod(torch.full((3,), 2.0, device="tpu"), 0, out=o)
-        assert o.cpu().tolist() == [2, 4, 8]
+        o = torch.empty(3, 3, dtype=torch.long, device="tpu")
+        torch.renorm(torch.full((3, 3), 2.0, device="tpu"), 2, 0, 1.0, out=o)
+        assert torch.equal(o.cpu(), torch.renorm(torch.full((3, 3), 2.0), 2, 0, 1.0).long())
     else:
         with pytest.raises(RuntimeError):
-            torch.cumprod(torch.full((3,), 2.0, device="tpu"), 0, out=torch.empty(3, dtype=torch.long, device="tpu"))
+            torch.renorm(torch.full((3, 3), 2.0, device="tpu"), 2, 0, 1.0,
+                         out=torch.empty(3, 3, dtype=torch.long, device="tpu"))
 
 
 def test_tensor_list_mutation_amp_unscale(fallback_policy):

@@ -1,13 +1,14 @@
-// cumsum (an inclusive prefix sum along one dimension) and isin (membership test), the two ops a
-// Hugging Face generate() loop needs besides the model itself (position ids from the attention
-// mask, and the end-of-sequence check).
+// cumsum and cumprod (inclusive prefix sums/products along one dimension) and isin (membership
+// test). cumsum and isin are the two ops a Hugging Face generate() loop needs besides the model
+// itself (position ids from the attention mask, and the end-of-sequence check).
 //
 // The prefix sum is a log-step scan: x += x shifted by 1, 2, 4, ... positions (slice + pad, so
-// no new IR op): ceil(log2(n)) fused adds. Floats are summed in float32 (float64 for double) in
-// that tree order; PyTorch's CPU kernel adds sequentially in double, so float32 results agree to
-// rounding. isin compares every element with every test element and reduces with `or`: its cost
+// no new IR op): ceil(log2(n)) fused adds; the product likewise. Floats are accumulated in
+// float32 (float64 for double) in that tree order; PyTorch's CPU kernel accumulates sequentially
+// in double, so float32 results agree to rounding. isin compares every element with every test element and reduces with `or`: its cost
 // is numel(elements) x numel(test_elements), fine for the short lists it is used with.
 #include <ATen/WrapDimUtils.h>
+#include <ATen/ops/cumprod_meta.h>
 #include <ATen/ops/cumsum_meta.h>
 #include <ATen/ops/isin_meta.h>
 #include <torch/library.h>
@@ -18,37 +19,49 @@
 
 namespace tpu::torch_bridge {
 
-int PrefixSum(Builder& b, int x, int64_t dim) {
+namespace {
+
+// The inclusive scan of x along dim with `op`, whose identity fills the shifted-in positions.
+int PrefixScan(Builder& b, int x, int64_t dim, OpCode op, double identity) {
   const Dims dims = b.TypeOf(x).dims;
   const size_t rank = dims.size();
   const int64_t n = dims[dim];
-  int zero = b.Constant(0, b.TypeOf(x).dtype);
+  int fill = b.Constant(identity, b.TypeOf(x).dtype);
   for (int64_t shift = 1; shift < n; shift *= 2) {
     Dims start(rank, 0), limit = dims, strides(rank, 1), low(rank, 0), high(rank, 0),
                          interior(rank, 0);
     limit[dim] = n - shift;
-    low[dim] = shift;  // x[i - shift] at i, zeros before
-    int shifted = b.Pad(b.Slice(x, start, limit, strides), zero, low, high, interior);
-    x = b.Binary(OpCode::kAdd, x, shifted);
+    low[dim] = shift;  // x[i - shift] at i, the identity before
+    int shifted = b.Pad(b.Slice(x, start, limit, strides), fill, low, high, interior);
+    x = b.Binary(op, x, shifted);
   }
   return x;
 }
 
-namespace {
-
-void CumsumInto(const at::Tensor& self, int64_t dim, const at::Tensor& out) {
+void ScanInto(const char* name, const at::Tensor& self, int64_t dim, const at::Tensor& out,
+              OpCode op, double identity) {
   if (out.numel() == 0) return;
   dim = at::maybe_wrap_dim(dim, self.dim());
   const at::ScalarType result = out.scalar_type();
   const at::ScalarType compute = at::isFloatingType(result) ? OpMath(result) : at::kLong;
-  Lowering l("aten::cumsum");
+  Lowering l(name);
   Builder& b = l.b();
   // PyTorch converts the input to the result dtype first, then accumulates.
   int x = b.ConvertIfNeeded(l.Input(self, result), ToDType(compute));
-  if (self.dim() > 0) x = PrefixSum(b, x, dim);
+  if (self.dim() > 0) x = PrefixScan(b, x, dim, op, identity);
   l.Output(x, out);
   l.Run();
 }
+
+void CumsumInto(const at::Tensor& self, int64_t dim, const at::Tensor& out) {
+  ScanInto("aten::cumsum", self, dim, out, OpCode::kAdd, 0);
+}
+
+}  // namespace
+
+int PrefixSum(Builder& b, int x, int64_t dim) { return PrefixScan(b, x, dim, OpCode::kAdd, 0); }
+
+namespace {
 
 at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
   MetaOut<at::meta::structured_cumsum> m;
@@ -67,6 +80,26 @@ at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::Sc
 
 at::Tensor& cumsum_(at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
   return cumsum_out(self, dim, dtype, self);
+}
+
+// ---- cumprod ------------------------------------------------------------------------------------
+at::Tensor cumprod(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  MetaOut<at::meta::structured_cumprod> m;
+  m.meta(self, dim, dtype);
+  ScanInto("aten::cumprod", self, dim, m.out(), OpCode::kMultiply, 1);
+  return m.out();
+}
+
+at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype,
+                        at::Tensor& out) {
+  MetaOut<at::meta::structured_cumprod> m(out);
+  m.meta(self, dim, dtype);
+  ScanInto("aten::cumprod", self, dim, m.out(), OpCode::kMultiply, 1);
+  return out;
+}
+
+at::Tensor& cumprod_(at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  return cumprod_out(self, dim, dtype, self);
 }
 
 // ---- isin ---------------------------------------------------------------------------------------
@@ -148,6 +181,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cumsum", cumsum);
   m.impl("cumsum.out", cumsum_out);
   m.impl("cumsum_", cumsum_);
+  m.impl("cumprod", cumprod);
+  m.impl("cumprod.out", cumprod_out);
+  m.impl("cumprod_", cumprod_);
   m.impl("isin.Tensor_Tensor", isin_tensor_tensor);
   m.impl("isin.Tensor_Tensor_out", isin_tensor_tensor_out);
   m.impl("isin.Tensor_Scalar", isin_tensor_scalar);
