@@ -1,6 +1,6 @@
 """Pooling and normalization on the device vs PyTorch's CPU: max_pool2d (values, indices, ties,
 NaN, dilation, ceil_mode), max_pool1d, avg_pool2d (padding rules, divisor_override), adaptive
-average pooling (uniform and uneven windows, upsampling), batch norm (training with running-stat
+average and max pooling (uniform and uneven windows, upsampling; max: ties, NaN, out=), batch norm (training with running-stat
 updates, momentum=None, evaluation, no affine / no running stats, mixed bfloat16 input with
 float32 parameters, the _native_batch_norm_legit / _batch_norm_with_update ops) and group norm:
 values and gradients, both eager modes, no CPU fallback.
@@ -124,10 +124,41 @@ def test_adaptive_avg_pool2d_bfloat16(mode, no_fallback):
     check(lambda x: F.adaptive_avg_pool2d(x, (4, 3)), [randn(2, 3, 9, 8, dtype=torch.bfloat16)], BF16)
 
 
+@pytest.mark.parametrize("size", [(1, 1), (3, 4), (4, 3), (10, 11), (1, 5), (9, 8)])
+def test_adaptive_max_pool2d(mode, no_fallback, size):
+    fn = lambda x: F.adaptive_max_pool2d(x, size, return_indices=True)  # noqa: E731
+    check(fn, [randn(2, 3, 9, 8)], EXACT, grad_tol=F32)
+    check(fn, [randn(3, 9, 8, seed=1)], EXACT, grad_tol=F32)
+    check(lambda x: F.adaptive_max_pool1d(x, size[1], return_indices=True), [randn(2, 3, 8)], EXACT, grad_tol=F32)
+
+
+def test_adaptive_max_pool2d_ties_nan_bfloat16_and_out(mode, no_fallback):
+    # Ties: the first maximum in scan order; NaN: the last NaN of the window (CPU's rule).
+    x = torch.randint(0, 3, (2, 2, 7, 9), generator=torch.Generator().manual_seed(2)).float()
+    x[0, 0, 0, 2] = x[0, 0, 1, 0] = x[1, 1, 5, 5] = float("nan")
+    x[1, 0, :3, :3] = -float("inf")
+    for size in [(1, 1), (3, 4), (2, 2)]:
+        check(lambda x: F.adaptive_max_pool2d(x, size, return_indices=True), [x], EXACT, grad_tol=F32)
+    check(lambda x: F.adaptive_max_pool2d(x, (3, 5), return_indices=True),
+          [randn(2, 3, 8, 8, dtype=torch.bfloat16)], EXACT, grad_tol=BF16)
+    x, g = randn(2, 3, 9, 8), randn(2, 3, 4, 3, seed=1)
+    results = []
+    for dev in ("cpu", "tpu"):
+        out, idx = torch.empty(0, device=dev), torch.empty(0, dtype=torch.long, device=dev)
+        torch.ops.aten.adaptive_max_pool2d.out(x.to(dev), [4, 3], out=out, indices=idx)
+        gi = torch.empty(0, device=dev)
+        torch.ops.aten.adaptive_max_pool2d_backward.grad_input(g.to(dev), x.to(dev), idx, grad_input=gi)
+        results.append((out.cpu(), idx.cpu(), gi.cpu()))
+    for a, b in zip(*results):
+        torch.testing.assert_close(b, a, **EXACT)
+
+
 def test_pooling_errors_match_cpu():
     x = randn(1, 1, 4, 4)
     for fn, args, err in [(F.max_pool2d, (x, 2, 2, 2), RuntimeError), (F.avg_pool2d, (x, 5), RuntimeError),
-                          (F.adaptive_avg_pool2d, (x.long(), 2), NotImplementedError)]:
+                          (F.adaptive_avg_pool2d, (x.long(), 2), NotImplementedError),
+                          (F.adaptive_max_pool2d, (x.long(), 2), NotImplementedError),
+                          (F.adaptive_max_pool2d, (x[:, :, :0], 2), RuntimeError)]:
         with pytest.raises(err) as cpu_err:
             fn(*args)
         with pytest.raises(err) as dev_err:

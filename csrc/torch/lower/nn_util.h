@@ -8,6 +8,15 @@
 
 #include "torch/lower/elementwise_util.h"
 
+namespace tpu::torch_bridge {
+
+// The backward of a max pooling (pooling.cc): scatter-adds grad_output at `indices` (flat within
+// the last n dims of self) into gi.
+void MaxPoolBackwardInto(const char* op, const at::Tensor& grad_output, const at::Tensor& self,
+                         const at::Tensor& indices, int n, const at::Tensor& gi);
+
+}  // namespace tpu::torch_bridge
+
 namespace tpu::torch_bridge::nn {
 
 // The result tensor of a structured op: a new tensor, or an out= tensor that must already have

@@ -26,6 +26,30 @@
 #include "torch/lower/structured.h"
 
 namespace tpu::torch_bridge {
+
+// Scatter-adds grad_output at `indices` (flat within the last n dims of self) into gi.
+void MaxPoolBackwardInto(const char* op, const at::Tensor& grad_output, const at::Tensor& self,
+                         const at::Tensor& indices, int n, const at::Tensor& gi) {
+  Lowering l(op);
+  Builder& b = l.b();
+  DType ct = ToDType(OpMath(grad_output.scalar_type()));
+  int64_t plane = c10::multiply_integers(self.sizes().slice(self.dim() - n));
+  int64_t planes = self.numel() / plane;
+  int64_t opl = grad_output.numel() / planes;
+  // Flat indices into the whole input: plane number * plane size + index.
+  Dims pl_dims{planes, opl};
+  int idx = b.Reshape(l.Input(indices), pl_dims);
+  int base = b.Binary(OpCode::kMultiply, b.Iota(TensorType{DType::kI64, pl_dims}, 0),
+                      nn::Fill(b, plane, DType::kI64, pl_dims));
+  int flat = b.Reshape(b.Binary(OpCode::kAdd, idx, base), {planes * opl, 1});
+  int g = b.Reshape(l.Input(grad_output, OpMath(grad_output.scalar_type())), {planes * opl});
+  int zeros = nn::Fill(b, 0, ct, {planes * plane});
+  int r = b.Scatter(zeros, flat, g, {}, {0}, {0}, ReduceKind::kAdd, /*checked=*/true);
+  l.CaptureLocation();
+  l.Output(b.Reshape(r, ToDims(self.sizes())), gi);
+  l.Run();
+}
+
 namespace {
 
 // The two results of max_pool2d_with_indices, allocated or resized by its meta function.
@@ -158,28 +182,6 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d_with_indices(
   return {out, indices};
 }
 
-// Scatter-adds grad_output at `indices` (flat within the last n dims of self) into gi.
-void MaxPoolBackwardInto(const char* op, const at::Tensor& grad_output, const at::Tensor& self,
-                         const at::Tensor& indices, int n, const at::Tensor& gi) {
-  Lowering l(op);
-  Builder& b = l.b();
-  DType ct = ToDType(OpMath(grad_output.scalar_type()));
-  int64_t plane = c10::multiply_integers(self.sizes().slice(self.dim() - n));
-  int64_t planes = self.numel() / plane;
-  int64_t opl = grad_output.numel() / planes;
-  // Flat indices into the whole input: plane number * plane size + index.
-  Dims pl_dims{planes, opl};
-  int idx = b.Reshape(l.Input(indices), pl_dims);
-  int base = b.Binary(OpCode::kMultiply, b.Iota(TensorType{DType::kI64, pl_dims}, 0),
-                      nn::Fill(b, plane, DType::kI64, pl_dims));
-  int flat = b.Reshape(b.Binary(OpCode::kAdd, idx, base), {planes * opl, 1});
-  int g = b.Reshape(l.Input(grad_output, OpMath(grad_output.scalar_type())), {planes * opl});
-  int zeros = nn::Fill(b, 0, ct, {planes * plane});
-  int r = b.Scatter(zeros, flat, g, {}, {0}, {0}, ReduceKind::kAdd, /*checked=*/true);
-  l.CaptureLocation();
-  l.Output(b.Reshape(r, ToDims(self.sizes())), gi);
-  l.Run();
-}
 
 // The _out kernels below fill `out` (an undefined tensor: a new one) and return it by value.
 at::Tensor MaxPoolBackward(const at::Tensor& grad_output, const at::Tensor& self,
