@@ -1,5 +1,6 @@
-// 2-d upsampling: upsample_nearest2d and upsample_bilinear2d with their backward ops, separable
-// per spatial dim. Source indices and weights are computed in the program from iotas with
+// Upsampling, separable per spatial dim: the N-d lowerings (upsample.h) and the 2-d ops,
+// upsample_nearest2d and upsample_bilinear2d with their backward ops (1-d and 3-d in
+// upsample_nd.cc). Source indices and weights are computed in the program from iotas with
 // PyTorch's CPU formulas in float32 (so they round alike), the scale a runtime parameter:
 //   nearest:  src = min(floor(dst * scale), in - 1)  (exactly dst and dst / 2 when out is in, 2 in)
 //   bilinear: src = scale * (dst + 0.5) - 0.5 clamped at 0 (or scale * dst with align_corners),
@@ -11,6 +12,8 @@
 #include <ATen/ops/upsample_nearest2d_backward_meta.h>
 #include <ATen/ops/upsample_nearest2d_meta.h>
 #include <torch/library.h>
+
+#include "torch/lower/upsample.h"
 
 #include "torch/lower/nn_util.h"
 #include "torch/lower/structured.h"
@@ -163,6 +166,70 @@ int LerpDimBackward(Builder& b, int g, int dim, const Taps& t, int64_t size) {
                   Put(b, Weighted(b, g, t.l1, dim), dim, t.i1, size));
 }
 
+}  // namespace
+
+// The spatial dims are the last scales.size() dims; the backward runs them in reverse order.
+void UpsampleNearestInto(const char* op, const at::Tensor& self, at::IntArrayRef output_size,
+                         const UpsampleScales& scales, const at::Tensor& result) {
+  Lowering l(op);
+  const int n = static_cast<int>(scales.size()), first = static_cast<int>(self.dim()) - n;
+  int x = l.Input(self);
+  for (int i = 0; i < n; ++i)
+    x = NearestDim(l, x, first + i, self.size(first + i), output_size[i], scales[i]);
+  l.Output(x, result);
+  l.Run();
+}
+
+void UpsampleNearestBackwardInto(const char* op, const at::Tensor& grad,
+                                 at::IntArrayRef output_size, at::IntArrayRef input_size,
+                                 const UpsampleScales& scales, const at::Tensor& result) {
+  Lowering l(op);
+  const int n = static_cast<int>(scales.size()), first = static_cast<int>(input_size.size()) - n;
+  int g = l.Input(grad, OpMath(grad.scalar_type()));
+  for (int i = n - 1; i >= 0; --i)
+    g = NearestDimBackward(l, g, first + i, input_size[first + i], output_size[i], scales[i]);
+  l.Output(g, result);
+  l.Run();
+}
+
+void UpsampleLinearInto(const char* op, const at::Tensor& self, at::IntArrayRef output_size,
+                        bool align_corners, const UpsampleScales& scales,
+                        const at::Tensor& result) {
+  Lowering l(op);
+  Builder& b = l.b();
+  const int n = static_cast<int>(scales.size()), first = static_cast<int>(self.dim()) - n;
+  const at::ScalarType ct = OpMath(self.scalar_type());
+  int x = l.Input(self, ct);
+  for (int i = 0; i < n; ++i) {
+    int64_t in = self.size(first + i);
+    x = LerpDim(b, x, first + i,
+                LinearTaps(l, in, output_size[i], align_corners, scales[i], ToDType(ct)));
+  }
+  l.Output(x, result);
+  l.Run();
+}
+
+void UpsampleLinearBackwardInto(const char* op, const at::Tensor& grad,
+                                at::IntArrayRef output_size, at::IntArrayRef input_size,
+                                bool align_corners, const UpsampleScales& scales,
+                                const at::Tensor& result) {
+  Lowering l(op);
+  Builder& b = l.b();
+  const int n = static_cast<int>(scales.size()), first = static_cast<int>(input_size.size()) - n;
+  const at::ScalarType ct = OpMath(grad.scalar_type());
+  int g = l.Input(grad, ct);
+  for (int i = n - 1; i >= 0; --i) {
+    int64_t in = input_size[first + i];
+    g = LerpDimBackward(
+        b, g, first + i,
+        LinearTaps(l, in, output_size[i], align_corners, scales[i], ToDType(ct)), in);
+  }
+  l.Output(g, result);
+  l.Run();
+}
+
+namespace {
+
 at::Tensor Nearest(const at::Tensor& self, at::IntArrayRef output_size, std::optional<double> sh,
                    std::optional<double> sw, const at::Tensor& out) {
   CheckSameDevice("upsample_nearest2d", {&self, &out});
@@ -172,15 +239,7 @@ at::Tensor Nearest(const at::Tensor& self, at::IntArrayRef output_size, std::opt
   MetaOut<at::meta::structured_upsample_nearest2d> m(out);
   m.meta(self, output_size, sh, sw);
   at::Tensor result = m.out();
-  if (result.numel() == 0) return result;
-  Lowering l("aten::upsample_nearest2d");
-  Builder& b = l.b();
-  int64_t h = self.size(2), w = self.size(3);
-  int x = l.Input(self);
-  x = NearestDim(l, x, 2, h, output_size[0], sh);
-  x = NearestDim(l, x, 3, w, output_size[1], sw);
-  l.Output(x, result);
-  l.Run();
+  if (result.numel() > 0) UpsampleNearestInto("aten::upsample_nearest2d", self, output_size, {sh, sw}, result);
   return result;
 }
 
@@ -191,15 +250,9 @@ at::Tensor NearestBackward(const at::Tensor& grad, at::IntArrayRef output_size,
   MetaOut<at::meta::structured_upsample_nearest2d_backward> m(grad_input);
   m.meta(grad, output_size, input_size, sh, sw);
   at::Tensor result = m.out();
-  if (result.numel() == 0) return result;
-  Lowering l("aten::upsample_nearest2d_backward");
-  Builder& b = l.b();
-  int64_t h = input_size[2], w = input_size[3];
-  int g = l.Input(grad, OpMath(grad.scalar_type()));
-  g = NearestDimBackward(l, g, 3, w, output_size[1], sw);
-  g = NearestDimBackward(l, g, 2, h, output_size[0], sh);
-  l.Output(g, result);
-  l.Run();
+  if (result.numel() > 0)
+    UpsampleNearestBackwardInto("aten::upsample_nearest2d_backward", grad, output_size, input_size,
+                                {sh, sw}, result);
   return result;
 }
 
@@ -216,16 +269,9 @@ at::Tensor Bilinear(const at::Tensor& self, at::IntArrayRef output_size, bool al
   MetaOut<at::meta::structured_upsample_bilinear2d> m(out);
   m.meta(self, output_size, align_corners, sh, sw);
   at::Tensor result = m.out();
-  if (result.numel() == 0) return result;
-  Lowering l("aten::upsample_bilinear2d");
-  Builder& b = l.b();
-  int64_t h = self.size(2), w = self.size(3);
-  at::ScalarType ct = OpMath(self.scalar_type());
-  int x = l.Input(self, ct);
-  x = LerpDim(b, x, 2, LinearTaps(l, h, output_size[0], align_corners, sh, ToDType(ct)));
-  x = LerpDim(b, x, 3, LinearTaps(l, w, output_size[1], align_corners, sw, ToDType(ct)));
-  l.Output(x, result);
-  l.Run();
+  if (result.numel() > 0)
+    UpsampleLinearInto("aten::upsample_bilinear2d", self, output_size, align_corners, {sh, sw},
+                       result);
   return result;
 }
 
@@ -237,16 +283,9 @@ at::Tensor BilinearBackward(const at::Tensor& grad, at::IntArrayRef output_size,
   MetaOut<at::meta::structured_upsample_bilinear2d_backward> m(grad_input);
   m.meta(grad, output_size, input_size, align_corners, sh, sw);
   at::Tensor result = m.out();
-  if (result.numel() == 0) return result;
-  Lowering l("aten::upsample_bilinear2d_backward");
-  Builder& b = l.b();
-  int64_t h = input_size[2], w = input_size[3];
-  at::ScalarType ct = OpMath(grad.scalar_type());
-  int g = l.Input(grad, ct);
-  g = LerpDimBackward(b, g, 3, LinearTaps(l, w, output_size[1], align_corners, sw, ToDType(ct)), w);
-  g = LerpDimBackward(b, g, 2, LinearTaps(l, h, output_size[0], align_corners, sh, ToDType(ct)), h);
-  l.Output(g, result);
-  l.Run();
+  if (result.numel() > 0)
+    UpsampleLinearBackwardInto("aten::upsample_bilinear2d_backward", grad, output_size, input_size,
+                               align_corners, {sh, sw}, result);
   return result;
 }
 
