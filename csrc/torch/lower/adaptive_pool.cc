@@ -57,15 +57,16 @@ int GatherAlong(Builder& b, int x, int dim, int pos) {
 // masked by the caller).
 int WindowPos(Builder& b, const Windows& w, int64_t j, int64_t in, int64_t out) {
   Dims od{out};
-  return b.Binary(OpCode::kMinimum, b.Binary(OpCode::kAdd, w.start, nn::Fill(b, j, DType::kI64, od)),
+  return b.Binary(OpCode::kMinimum,
+                  b.Binary(OpCode::kAdd, w.start, nn::Fill(b, j, DType::kI64, od)),
                   nn::Fill(b, in - 1, DType::kI64, od));
 }
 
 // Whether window element j is inside each window, broadcast to `rd` along `dim`.
 int InWindow(Builder& b, const Windows& w, int64_t j, int64_t out, const Dims& rd, int dim) {
   Dims od{out};
-  return b.BroadcastInDim(
-      b.Compare(CompareDirection::kLT, nn::Fill(b, j, DType::kI64, od), w.size), rd, {dim});
+  return b.BroadcastInDim(b.Compare(CompareDirection::kLT, nn::Fill(b, j, DType::kI64, od), w.size),
+                          rd, {dim});
 }
 
 // Sum over the adaptive windows of dim `dim` (size `in` -> `out`).
@@ -183,9 +184,9 @@ int Beats(Builder& b, int v, int i, int cur, int ci) {
   int v_nan = cmp(CompareDirection::kNE, v, v), cur_nan = cmp(CompareDirection::kNE, cur, cur);
   int later = cmp(CompareDirection::kGT, i, ci);
   int nan_wins = bin(OpCode::kAnd, v_nan, bin(OpCode::kOr, b.Unary(OpCode::kNot, cur_nan), later));
-  int larger = bin(OpCode::kOr, cmp(CompareDirection::kGT, v, cur),
-                   bin(OpCode::kAnd, cmp(CompareDirection::kEQ, v, cur),
-                       cmp(CompareDirection::kLT, i, ci)));
+  int larger =
+      bin(OpCode::kOr, cmp(CompareDirection::kGT, v, cur),
+          bin(OpCode::kAnd, cmp(CompareDirection::kEQ, v, cur), cmp(CompareDirection::kLT, i, ci)));
   return bin(OpCode::kOr, nan_wins, bin(OpCode::kAnd, b.Unary(OpCode::kNot, cur_nan), larger));
 }
 
@@ -203,7 +204,8 @@ void ArgMaxAlong(Builder& b, int& val, int& idx, int dim, int64_t in, int64_t ou
       best_i = i;
       continue;
     }
-    int take = b.Binary(OpCode::kAnd, InWindow(b, w, j, out, rd, dim), Beats(b, v, i, best_v, best_i));
+    int take =
+        b.Binary(OpCode::kAnd, InWindow(b, w, j, out, rd, dim), Beats(b, v, i, best_v, best_i));
     best_v = b.Select(take, v, best_v);
     best_i = b.Select(take, i, best_i);
   }
@@ -212,12 +214,12 @@ void ArgMaxAlong(Builder& b, int& val, int& idx, int dim, int64_t in, int64_t ou
 }
 
 std::tuple<at::Tensor&, at::Tensor&> AdaptiveMaxPool2d(const at::Tensor& self,
-                                                       at::IntArrayRef output_size,
-                                                       at::Tensor& out, at::Tensor& indices) {
+                                                       at::IntArrayRef output_size, at::Tensor& out,
+                                                       at::Tensor& indices) {
   CheckSameDevice("adaptive_max_pool2d", {&self, &out, &indices});
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()),
-                              "\"adaptive_max_pool2d\" not implemented for '",
-                              self.scalar_type(), "'");
+                              "\"adaptive_max_pool2d\" not implemented for '", self.scalar_type(),
+                              "'");
   MetaOut2<at::meta::structured_adaptive_max_pool2d> m(out, indices);
   m.meta(self, output_size);
   out = m.out(0);
@@ -229,9 +231,10 @@ std::tuple<at::Tensor&, at::Tensor&> AdaptiveMaxPool2d(const at::Tensor& self,
   Builder& b = l.b();
   int val = l.Input(self);
   TensorType plane{DType::kI64, {h, w}};
-  int flat = b.Binary(OpCode::kAdd,
-                      b.Binary(OpCode::kMultiply, b.Iota(plane, 0), nn::Fill(b, w, DType::kI64, plane.dims)),
-                      b.Iota(plane, 1));
+  int flat = b.Binary(
+      OpCode::kAdd,
+      b.Binary(OpCode::kMultiply, b.Iota(plane, 0), nn::Fill(b, w, DType::kI64, plane.dims)),
+      b.Iota(plane, 1));
   int idx = b.BroadcastInDim(flat, ToDims(self.sizes()), {r - 2, r - 1});
   ArgMaxAlong(b, val, idx, r - 2, h, output_size[0]);
   ArgMaxAlong(b, val, idx, r - 1, w, output_size[1]);

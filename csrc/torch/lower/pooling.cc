@@ -1,7 +1,8 @@
-// 2-d and 3-d max and average pooling -> reduce_window IR (ATen's structured meta functions check the
-// arguments with PyTorch's messages and size the results).
+// 2-d and 3-d max and average pooling -> reduce_window IR (ATen's structured meta functions check
+// the arguments with PyTorch's messages and size the results).
 //   max_pool{2,3}d_with_indices: reduce_window(max) for the values; arg_reduce_window over (x,
-//     the flat (t * H + h) * W + w index) for the indices (first maximum in scan order, NaN wins, as CPU).
+//     the flat (t * H + h) * W + w index) for the indices (first maximum in scan order, NaN wins,
+//     as CPU).
 //   max_pool2d_with_indices_backward: a scatter-add of grad_output at those indices.
 //   avg_pool2d: reduce_window(add) divided by the window's element count, itself a
 //     reduce_window(add) over ones (which padding counts depends on count_include_pad).
@@ -151,9 +152,10 @@ void MaxPoolInto(const char* op, const at::Tensor& self, const Pool& q, const at
   TensorType plane{DType::kI64, Spatial(q)};
   int flat = b.Iota(plane, 0);
   for (int i = 1; i < q.n; ++i)
-    flat = b.Binary(OpCode::kAdd,
-                    b.Binary(OpCode::kMultiply, flat, nn::Fill(b, q.in[i], DType::kI64, plane.dims)),
-                    b.Iota(plane, i));
+    flat =
+        b.Binary(OpCode::kAdd,
+                 b.Binary(OpCode::kMultiply, flat, nn::Fill(b, q.in[i], DType::kI64, plane.dims)),
+                 b.Iota(plane, i));
   int index = b.BroadcastInDim(flat, ToDims(self.sizes()), SpatialDims(q));
   l.Output(b.ArgReduceWindow(x, index, w), indices);
   l.Run();
@@ -181,7 +183,6 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d_with_indices(
   max_pool2d_with_indices_out(self, kernel, stride, padding, dilation, ceil_mode, out, indices);
   return {out, indices};
 }
-
 
 // The _out kernels below fill `out` (an undefined tensor: a new one) and return it by value.
 at::Tensor MaxPoolBackward(const at::Tensor& grad_output, const at::Tensor& self,
@@ -446,9 +447,9 @@ void CheckAvgPool3dDtype(const char* kernel, const at::Tensor& self) {
                               "\" not implemented for '", t, "'");
 }
 
-at::Tensor AvgPool3d(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
-                     at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
-                     std::optional<int64_t> divisor_override, const at::Tensor& out) {
+at::Tensor AvgPool3d(const at::Tensor& out, const at::Tensor& self, at::IntArrayRef kernel,
+                     at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
+                     bool count_include_pad, std::optional<int64_t> divisor_override) {
   CheckSameDevice("avg_pool3d", {&self, &out});
   CheckAvgPool3dDtype("avg_pool3d_out_frame", self);
   MetaOut<at::meta::structured_avg_pool3d> m(out);
@@ -461,25 +462,10 @@ at::Tensor AvgPool3d(const at::Tensor& self, at::IntArrayRef kernel, at::IntArra
   return result;
 }
 
-at::Tensor avg_pool3d(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
-                      at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
-                      std::optional<int64_t> divisor_override) {
-  return AvgPool3d(self, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override,
-                   at::Tensor());
-}
-
-at::Tensor& avg_pool3d_out(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
-                           at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
-                           std::optional<int64_t> divisor_override, at::Tensor& out) {
-  AvgPool3d(self, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override, out);
-  return out;
-}
-
-at::Tensor AvgPool3dBackward(const at::Tensor& grad_output, const at::Tensor& self,
-                             at::IntArrayRef kernel, at::IntArrayRef stride,
+at::Tensor AvgPool3dBackward(const at::Tensor& grad_input, const at::Tensor& grad_output,
+                             const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                              at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
-                             std::optional<int64_t> divisor_override,
-                             const at::Tensor& grad_input) {
+                             std::optional<int64_t> divisor_override) {
   CheckSameDevice("avg_pool3d_backward", {&grad_output, &self, &grad_input});
   CheckAvgPool3dDtype("avg_pool3d_backward_out_frame", self);
   MetaOut<at::meta::structured_avg_pool3d_backward> m(grad_input);
@@ -491,24 +477,6 @@ at::Tensor AvgPool3dBackward(const at::Tensor& grad_output, const at::Tensor& se
                       MakePool(3, self, kernel, stride, padding, {}, grad_output.sizes()),
                       count_include_pad, divisor_override, gi);
   return gi;
-}
-
-at::Tensor avg_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& self,
-                               at::IntArrayRef kernel, at::IntArrayRef stride,
-                               at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
-                               std::optional<int64_t> divisor_override) {
-  return AvgPool3dBackward(grad_output, self, kernel, stride, padding, ceil_mode,
-                           count_include_pad, divisor_override, at::Tensor());
-}
-
-at::Tensor& avg_pool3d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
-                                    at::IntArrayRef kernel, at::IntArrayRef stride,
-                                    at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
-                                    std::optional<int64_t> divisor_override,
-                                    at::Tensor& grad_input) {
-  AvgPool3dBackward(grad_output, self, kernel, stride, padding, ceil_mode, count_include_pad,
-                    divisor_override, grad_input);
-  return grad_input;
 }
 
 }  // namespace
@@ -526,10 +494,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("max_pool3d_with_indices.out", max_pool3d_with_indices_out);
   m.impl("max_pool3d_with_indices_backward", max_pool3d_backward);
   m.impl("max_pool3d_with_indices_backward.grad_input", max_pool3d_backward_out);
-  m.impl("avg_pool3d", avg_pool3d);
-  m.impl("avg_pool3d.out", avg_pool3d_out);
-  m.impl("avg_pool3d_backward", avg_pool3d_backward);
-  m.impl("avg_pool3d_backward.grad_input", avg_pool3d_backward_out);
+  m.impl("avg_pool3d", Forms<AvgPool3d>::Functional);
+  m.impl("avg_pool3d.out", Forms<AvgPool3d>::Out);
+  m.impl("avg_pool3d_backward", Forms<AvgPool3dBackward>::Functional);
+  m.impl("avg_pool3d_backward.grad_input", Forms<AvgPool3dBackward>::Out);
 }
 
 }  // namespace tpu::torch_bridge

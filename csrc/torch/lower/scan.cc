@@ -5,8 +5,9 @@
 // The prefix sum is a log-step scan: x += x shifted by 1, 2, 4, ... positions (slice + pad, so
 // no new IR op): ceil(log2(n)) fused adds; the product likewise. Floats are accumulated in
 // float32 (float64 for double) in that tree order; PyTorch's CPU kernel accumulates sequentially
-// in double, so float32 results agree to rounding. isin compares every element with every test element and reduces with `or`: its cost
-// is numel(elements) x numel(test_elements), fine for the short lists it is used with.
+// in double, so float32 results agree to rounding. isin compares every element with every test
+// element and reduces with `or`: its cost is numel(elements) x numel(test_elements), fine for the
+// short lists it is used with.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/cumprod_meta.h>
 #include <ATen/ops/cumsum_meta.h>

@@ -70,4 +70,18 @@ class MetaOut2 final : public Meta {
   at::Tensor outs_[2];
 };
 
+// The functional (a new tensor) and out= forms of a kernel K(out, args...) that fills `out`, or a
+// new tensor when `out` is undefined, and returns it:
+//   m.impl("op", Forms<Op>::Functional);  m.impl("op.out", Forms<Op>::Out);
+template <auto K, class Sig = decltype(K)>
+struct Forms;
+template <auto K, class... A>
+struct Forms<K, at::Tensor (*)(const at::Tensor&, A...)> {
+  static at::Tensor Functional(A... a) { return K(at::Tensor(), a...); }
+  static at::Tensor& Out(A... a, at::Tensor& out) {
+    K(out, a...);
+    return out;
+  }
+};
+
 }  // namespace tpu::torch_bridge

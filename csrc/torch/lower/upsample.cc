@@ -7,13 +7,13 @@
 //             i0 = min(floor(src), in - 1), i1 = i0 + (i0 < in - 1), l1 = clamp(src - i0, 0, 1)
 // The forward gathers rows then columns; the backward scatter-adds the weighted gradient along
 // the same indices (columns, then rows). ATen's meta functions check arguments and size results.
+#include "torch/lower/upsample.h"
+
 #include <ATen/ops/upsample_bilinear2d_backward_meta.h>
 #include <ATen/ops/upsample_bilinear2d_meta.h>
 #include <ATen/ops/upsample_nearest2d_backward_meta.h>
 #include <ATen/ops/upsample_nearest2d_meta.h>
 #include <torch/library.h>
-
-#include "torch/lower/upsample.h"
 
 #include "torch/lower/nn_util.h"
 #include "torch/lower/structured.h"
@@ -209,10 +209,9 @@ void UpsampleLinearInto(const char* op, const at::Tensor& self, at::IntArrayRef 
   l.Run();
 }
 
-void UpsampleLinearBackwardInto(const char* op, const at::Tensor& grad,
-                                at::IntArrayRef output_size, at::IntArrayRef input_size,
-                                bool align_corners, const UpsampleScales& scales,
-                                const at::Tensor& result) {
+void UpsampleLinearBackwardInto(const char* op, const at::Tensor& grad, at::IntArrayRef output_size,
+                                at::IntArrayRef input_size, bool align_corners,
+                                const UpsampleScales& scales, const at::Tensor& result) {
   Lowering l(op);
   Builder& b = l.b();
   const int n = static_cast<int>(scales.size()), first = static_cast<int>(input_size.size()) - n;
@@ -220,9 +219,9 @@ void UpsampleLinearBackwardInto(const char* op, const at::Tensor& grad,
   int g = l.Input(grad, ct);
   for (int i = n - 1; i >= 0; --i) {
     int64_t in = input_size[first + i];
-    g = LerpDimBackward(
-        b, g, first + i,
-        LinearTaps(l, in, output_size[i], align_corners, scales[i], ToDType(ct)), in);
+    g = LerpDimBackward(b, g, first + i,
+                        LinearTaps(l, in, output_size[i], align_corners, scales[i], ToDType(ct)),
+                        in);
   }
   l.Output(g, result);
   l.Run();
@@ -239,7 +238,8 @@ at::Tensor Nearest(const at::Tensor& self, at::IntArrayRef output_size, std::opt
   MetaOut<at::meta::structured_upsample_nearest2d> m(out);
   m.meta(self, output_size, sh, sw);
   at::Tensor result = m.out();
-  if (result.numel() > 0) UpsampleNearestInto("aten::upsample_nearest2d", self, output_size, {sh, sw}, result);
+  if (result.numel() > 0)
+    UpsampleNearestInto("aten::upsample_nearest2d", self, output_size, {sh, sw}, result);
   return result;
 }
 

@@ -18,11 +18,9 @@ void UpsampleNearestBackwardInto(const char* op, const at::Tensor& grad,
                                  const UpsampleScales& scales, const at::Tensor& result);
 // Linear, bilinear and trilinear (align_corners as PyTorch's).
 void UpsampleLinearInto(const char* op, const at::Tensor& self, at::IntArrayRef output_size,
-                        bool align_corners, const UpsampleScales& scales,
-                        const at::Tensor& result);
-void UpsampleLinearBackwardInto(const char* op, const at::Tensor& grad,
-                                at::IntArrayRef output_size, at::IntArrayRef input_size,
-                                bool align_corners, const UpsampleScales& scales,
-                                const at::Tensor& result);
+                        bool align_corners, const UpsampleScales& scales, const at::Tensor& result);
+void UpsampleLinearBackwardInto(const char* op, const at::Tensor& grad, at::IntArrayRef output_size,
+                                at::IntArrayRef input_size, bool align_corners,
+                                const UpsampleScales& scales, const at::Tensor& result);
 
 }  // namespace tpu::torch_bridge

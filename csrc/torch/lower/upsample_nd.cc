@@ -42,7 +42,7 @@ at::Tensor Sized(const at::Tensor& out, const Args&... args) {
 }
 
 // ---- nearest ------------------------------------------------------------------------------------
-at::Tensor Nearest1d(const at::Tensor& self, Ints os, OptD s, const at::Tensor& out) {
+at::Tensor Nearest1d(const at::Tensor& out, const at::Tensor& self, Ints os, OptD s) {
   CheckSameDevice("upsample_nearest1d", {&self, &out});
   at::Tensor r = Sized<at::meta::structured_upsample_nearest1d>(out, self, os, s);
   CheckNearestDtype(self);
@@ -50,7 +50,7 @@ at::Tensor Nearest1d(const at::Tensor& self, Ints os, OptD s, const at::Tensor& 
   return r;
 }
 
-at::Tensor Nearest1dBackward(const at::Tensor& g, Ints os, Ints is, OptD s, const at::Tensor& out) {
+at::Tensor Nearest1dBackward(const at::Tensor& out, const at::Tensor& g, Ints os, Ints is, OptD s) {
   CheckSameDevice("upsample_nearest1d_backward", {&g, &out});
   at::Tensor r = Sized<at::meta::structured_upsample_nearest1d_backward>(out, g, os, is, s);
   if (r.numel() > 0)
@@ -58,8 +58,8 @@ at::Tensor Nearest1dBackward(const at::Tensor& g, Ints os, Ints is, OptD s, cons
   return r;
 }
 
-at::Tensor Nearest3d(const at::Tensor& self, Ints os, OptD sd, OptD sh, OptD sw,
-                     const at::Tensor& out) {
+at::Tensor Nearest3d(const at::Tensor& out, const at::Tensor& self, Ints os, OptD sd, OptD sh,
+                     OptD sw) {
   CheckSameDevice("upsample_nearest3d", {&self, &out});
   at::Tensor r = Sized<at::meta::structured_upsample_nearest3d>(out, self, os, sd, sh, sw);
   CheckNearestDtype(self);
@@ -67,8 +67,8 @@ at::Tensor Nearest3d(const at::Tensor& self, Ints os, OptD sd, OptD sh, OptD sw,
   return r;
 }
 
-at::Tensor Nearest3dBackward(const at::Tensor& g, Ints os, Ints is, OptD sd, OptD sh, OptD sw,
-                             const at::Tensor& out) {
+at::Tensor Nearest3dBackward(const at::Tensor& out, const at::Tensor& g, Ints os, Ints is, OptD sd,
+                             OptD sh, OptD sw) {
   CheckSameDevice("upsample_nearest3d_backward", {&g, &out});
   at::Tensor r =
       Sized<at::meta::structured_upsample_nearest3d_backward>(out, g, os, is, sd, sh, sw);
@@ -78,7 +78,7 @@ at::Tensor Nearest3dBackward(const at::Tensor& g, Ints os, Ints is, OptD sd, Opt
 }
 
 // ---- linear / trilinear -------------------------------------------------------------------------
-at::Tensor Linear1d(const at::Tensor& self, Ints os, bool ac, OptD s, const at::Tensor& out) {
+at::Tensor Linear1d(const at::Tensor& out, const at::Tensor& self, Ints os, bool ac, OptD s) {
   CheckSameDevice("upsample_linear1d", {&self, &out});
   at::Tensor r = Sized<at::meta::structured_upsample_linear1d>(out, self, os, ac, s);
   CheckLinearDtype(self);
@@ -86,8 +86,8 @@ at::Tensor Linear1d(const at::Tensor& self, Ints os, bool ac, OptD s, const at::
   return r;
 }
 
-at::Tensor Linear1dBackward(const at::Tensor& g, Ints os, Ints is, bool ac, OptD s,
-                            const at::Tensor& out) {
+at::Tensor Linear1dBackward(const at::Tensor& out, const at::Tensor& g, Ints os, Ints is, bool ac,
+                            OptD s) {
   CheckSameDevice("upsample_linear1d_backward", {&g, &out});
   at::Tensor r = Sized<at::meta::structured_upsample_linear1d_backward>(out, g, os, is, ac, s);
   if (r.numel() > 0)
@@ -95,8 +95,8 @@ at::Tensor Linear1dBackward(const at::Tensor& g, Ints os, Ints is, bool ac, OptD
   return r;
 }
 
-at::Tensor Trilinear3d(const at::Tensor& self, Ints os, bool ac, OptD sd, OptD sh, OptD sw,
-                       const at::Tensor& out) {
+at::Tensor Trilinear3d(const at::Tensor& out, const at::Tensor& self, Ints os, bool ac, OptD sd,
+                       OptD sh, OptD sw) {
   CheckSameDevice("upsample_trilinear3d", {&self, &out});
   at::Tensor r = Sized<at::meta::structured_upsample_trilinear3d>(out, self, os, ac, sd, sh, sw);
   CheckLinearDtype(self);
@@ -105,98 +105,36 @@ at::Tensor Trilinear3d(const at::Tensor& self, Ints os, bool ac, OptD sd, OptD s
   return r;
 }
 
-at::Tensor Trilinear3dBackward(const at::Tensor& g, Ints os, Ints is, bool ac, OptD sd, OptD sh,
-                               OptD sw, const at::Tensor& out) {
+at::Tensor Trilinear3dBackward(const at::Tensor& out, const at::Tensor& g, Ints os, Ints is,
+                               bool ac, OptD sd, OptD sh, OptD sw) {
   CheckSameDevice("upsample_trilinear3d_backward", {&g, &out});
   at::Tensor r =
       Sized<at::meta::structured_upsample_trilinear3d_backward>(out, g, os, is, ac, sd, sh, sw);
   if (r.numel() > 0)
-    UpsampleLinearBackwardInto("aten::upsample_trilinear3d_backward", g, os, is, ac,
-                               {sd, sh, sw}, r);
+    UpsampleLinearBackwardInto("aten::upsample_trilinear3d_backward", g, os, is, ac, {sd, sh, sw},
+                               r);
   return r;
-}
-
-// ---- the registered forms: functional (a new tensor) and out= ----------------------------------
-at::Tensor nearest1d(const at::Tensor& x, Ints os, OptD s) { return Nearest1d(x, os, s, {}); }
-at::Tensor& nearest1d_out(const at::Tensor& x, Ints os, OptD s, at::Tensor& out) {
-  Nearest1d(x, os, s, out);
-  return out;
-}
-at::Tensor nearest1d_bw(const at::Tensor& g, Ints os, Ints is, OptD s) {
-  return Nearest1dBackward(g, os, is, s, {});
-}
-at::Tensor& nearest1d_bw_out(const at::Tensor& g, Ints os, Ints is, OptD s, at::Tensor& gi) {
-  Nearest1dBackward(g, os, is, s, gi);
-  return gi;
-}
-at::Tensor nearest3d(const at::Tensor& x, Ints os, OptD sd, OptD sh, OptD sw) {
-  return Nearest3d(x, os, sd, sh, sw, {});
-}
-at::Tensor& nearest3d_out(const at::Tensor& x, Ints os, OptD sd, OptD sh, OptD sw,
-                          at::Tensor& out) {
-  Nearest3d(x, os, sd, sh, sw, out);
-  return out;
-}
-at::Tensor nearest3d_bw(const at::Tensor& g, Ints os, Ints is, OptD sd, OptD sh, OptD sw) {
-  return Nearest3dBackward(g, os, is, sd, sh, sw, {});
-}
-at::Tensor& nearest3d_bw_out(const at::Tensor& g, Ints os, Ints is, OptD sd, OptD sh, OptD sw,
-                             at::Tensor& gi) {
-  Nearest3dBackward(g, os, is, sd, sh, sw, gi);
-  return gi;
-}
-at::Tensor linear1d(const at::Tensor& x, Ints os, bool ac, OptD s) {
-  return Linear1d(x, os, ac, s, {});
-}
-at::Tensor& linear1d_out(const at::Tensor& x, Ints os, bool ac, OptD s, at::Tensor& out) {
-  Linear1d(x, os, ac, s, out);
-  return out;
-}
-at::Tensor linear1d_bw(const at::Tensor& g, Ints os, Ints is, bool ac, OptD s) {
-  return Linear1dBackward(g, os, is, ac, s, {});
-}
-at::Tensor& linear1d_bw_out(const at::Tensor& g, Ints os, Ints is, bool ac, OptD s,
-                            at::Tensor& gi) {
-  Linear1dBackward(g, os, is, ac, s, gi);
-  return gi;
-}
-at::Tensor trilinear3d(const at::Tensor& x, Ints os, bool ac, OptD sd, OptD sh, OptD sw) {
-  return Trilinear3d(x, os, ac, sd, sh, sw, {});
-}
-at::Tensor& trilinear3d_out(const at::Tensor& x, Ints os, bool ac, OptD sd, OptD sh, OptD sw,
-                            at::Tensor& out) {
-  Trilinear3d(x, os, ac, sd, sh, sw, out);
-  return out;
-}
-at::Tensor trilinear3d_bw(const at::Tensor& g, Ints os, Ints is, bool ac, OptD sd, OptD sh,
-                          OptD sw) {
-  return Trilinear3dBackward(g, os, is, ac, sd, sh, sw, {});
-}
-at::Tensor& trilinear3d_bw_out(const at::Tensor& g, Ints os, Ints is, bool ac, OptD sd, OptD sh,
-                               OptD sw, at::Tensor& gi) {
-  Trilinear3dBackward(g, os, is, ac, sd, sh, sw, gi);
-  return gi;
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("upsample_nearest1d", nearest1d);
-  m.impl("upsample_nearest1d.out", nearest1d_out);
-  m.impl("upsample_nearest1d_backward", nearest1d_bw);
-  m.impl("upsample_nearest1d_backward.grad_input", nearest1d_bw_out);
-  m.impl("upsample_nearest3d", nearest3d);
-  m.impl("upsample_nearest3d.out", nearest3d_out);
-  m.impl("upsample_nearest3d_backward", nearest3d_bw);
-  m.impl("upsample_nearest3d_backward.grad_input", nearest3d_bw_out);
-  m.impl("upsample_linear1d", linear1d);
-  m.impl("upsample_linear1d.out", linear1d_out);
-  m.impl("upsample_linear1d_backward", linear1d_bw);
-  m.impl("upsample_linear1d_backward.grad_input", linear1d_bw_out);
-  m.impl("upsample_trilinear3d", trilinear3d);
-  m.impl("upsample_trilinear3d.out", trilinear3d_out);
-  m.impl("upsample_trilinear3d_backward", trilinear3d_bw);
-  m.impl("upsample_trilinear3d_backward.grad_input", trilinear3d_bw_out);
+  m.impl("upsample_nearest1d", Forms<Nearest1d>::Functional);
+  m.impl("upsample_nearest1d.out", Forms<Nearest1d>::Out);
+  m.impl("upsample_nearest1d_backward", Forms<Nearest1dBackward>::Functional);
+  m.impl("upsample_nearest1d_backward.grad_input", Forms<Nearest1dBackward>::Out);
+  m.impl("upsample_nearest3d", Forms<Nearest3d>::Functional);
+  m.impl("upsample_nearest3d.out", Forms<Nearest3d>::Out);
+  m.impl("upsample_nearest3d_backward", Forms<Nearest3dBackward>::Functional);
+  m.impl("upsample_nearest3d_backward.grad_input", Forms<Nearest3dBackward>::Out);
+  m.impl("upsample_linear1d", Forms<Linear1d>::Functional);
+  m.impl("upsample_linear1d.out", Forms<Linear1d>::Out);
+  m.impl("upsample_linear1d_backward", Forms<Linear1dBackward>::Functional);
+  m.impl("upsample_linear1d_backward.grad_input", Forms<Linear1dBackward>::Out);
+  m.impl("upsample_trilinear3d", Forms<Trilinear3d>::Functional);
+  m.impl("upsample_trilinear3d.out", Forms<Trilinear3d>::Out);
+  m.impl("upsample_trilinear3d_backward", Forms<Trilinear3dBackward>::Functional);
+  m.impl("upsample_trilinear3d_backward.grad_input", Forms<Trilinear3dBackward>::Out);
 }
 
 }  // namespace tpu::torch_bridge
