@@ -19,7 +19,6 @@ function of (seed, step): nothing is downloaded, and a resumed run sees the same
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import os
@@ -32,7 +31,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training import run_steps  # noqa: E402  (the examples' shared training loop)
+from training import example_parser, print_run, run_steps  # noqa: E402  (what the examples share)
 
 
 @dataclass
@@ -297,16 +296,12 @@ def save_grid(images, path: str) -> bool:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="tpu", choices=["tpu", "cpu"])
-    p.add_argument("--mode", default="strict", choices=["strict", "debug"])
+    p = example_parser(__doc__, checkpoints=True)
     p.add_argument("--steps", type=int, default=200, help="train up to this step (counted from 0)")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--base", type=int, default=32, help="UNet channels at full resolution")
     p.add_argument("--image-size", type=int, default=16)
-    p.add_argument("--save", default=None, help="write a checkpoint here after training")
-    p.add_argument("--resume", default=None, help="continue from this checkpoint")
     p.add_argument("--samples", type=int, default=8, help="images to sample after training (0: none)")
     p.add_argument("--sample-steps", type=int, default=25, help="ancestral sampling steps")
     p.add_argument("--out", default=None, help="write the samples as a PNG here")
@@ -317,15 +312,10 @@ def main() -> None:
     cfg = UNetConfig(image_size=args.image_size, base=args.base)
     model, schedule, losses, sec = train(args.device, args.steps, args.batch_size, cfg, args.lr,
                                          save=args.save, resume=args.resume)
-    print(f"UNet: {sum(p.numel() for p in model.parameters()):,} parameters; ", end="")
-    if losses:
-        k = max(1, len(losses) // 10)
-        print(f"noise MSE {losses[0]:.4f} -> {sum(losses[-k:]) / k:.4f}; {sec * 1e3:.1f} ms/step, "
-              f"{args.batch_size / sec:,.0f} images/s")
-    else:
-        print("nothing to train (already at --steps)")
-    if args.save:
-        print(f"checkpoint: {args.save}")
+    k = max(1, len(losses) // 10)
+    mse = f"noise MSE {losses[0]:.4f} -> {sum(losses[-k:]) / k:.4f}" if losses else None
+    print_run(f"UNet: {sum(p.numel() for p in model.parameters()):,} parameters", losses, sec, args.batch_size,
+              "images", args.save, loss_text=mse)
     if args.samples > 0:
         t0 = time.perf_counter()
         images = sample(model.eval(), schedule, args.samples, args.sample_steps, args.device).cpu()

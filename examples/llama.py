@@ -15,7 +15,6 @@ optimizer and the data sampler's state, so a resumed run continues exactly where
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import sys
@@ -27,7 +26,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from char_gpt import CharData  # noqa: E402  (the character-level text the GPT example uses)
-from training import run_steps  # noqa: E402  (the examples' shared training loop)
+from training import example_parser, print_run, run_steps  # noqa: E402  (what the examples share)
 
 
 @dataclass
@@ -274,17 +273,13 @@ def train(cfg: LlamaConfig, device: str, steps: int, batch_size: int = 16, seq_l
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="tpu", choices=["tpu", "cpu"])
-    p.add_argument("--mode", default="strict", choices=["strict", "debug"])
+    p = example_parser(__doc__, checkpoints=True)
     p.add_argument("--config", default="llama", choices=sorted(CONFIGS))
     p.add_argument("--steps", type=int, default=200, help="train up to this step (counted from 0)")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--seq-len", type=int, default=64)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--text", default=None, help="training text (default: the GPL-3 licence text)")
-    p.add_argument("--save", default=None, help="write a checkpoint here after training")
-    p.add_argument("--resume", default=None, help="continue from this checkpoint")
     p.add_argument("--generate", type=int, default=200, help="characters to generate after training")
     p.add_argument("--temperature", type=float, default=0.8, help="0: greedy")
     args = p.parse_args()
@@ -298,14 +293,8 @@ def main() -> None:
     model, losses, sec = train(cfg, args.device, args.steps, args.batch_size, args.seq_len, args.lr,
                                data=data, save=args.save, resume=args.resume)
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"{args.config}: {n_params:,} parameters; ", end="")
-    if losses:
-        print(f"loss {losses[0]:.3f} -> {losses[-1]:.3f}; {sec * 1e3:.1f} ms/step, "
-              f"{args.batch_size * args.seq_len / sec:,.0f} tokens/s")
-    else:
-        print("nothing to train (already at --steps)")
-    if args.save:
-        print(f"checkpoint: {args.save}")
+    print_run(f"{args.config}: {n_params:,} parameters", losses, sec, args.batch_size * args.seq_len, "tokens",
+              args.save)
     if args.generate > 0:
         prompt = torch.tensor([[data.stoi.get("\n", 0)]], device=args.device)
         n = min(args.generate, cfg.max_seq_len - 1)

@@ -20,7 +20,6 @@ falls within a few dozen steps and nothing is downloaded.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -30,7 +29,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training import run_steps  # noqa: E402  (the examples' shared training loop)
+from training import example_parser, print_run, run_steps  # noqa: E402  (what the examples share)
 
 
 class BasicBlock(nn.Module):
@@ -217,17 +216,13 @@ def benchmark_inference(model: nn.Module, device: str, steps: int, batch_size: i
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="tpu", choices=["tpu", "cpu"])
-    p.add_argument("--mode", default="strict", choices=["strict", "debug"])
+    p = example_parser(__doc__, checkpoints=True)
     p.add_argument("--arch", default="resnet18", choices=sorted(ARCHS))
     p.add_argument("--width", type=int, default=16, help="stem channels (64 in the paper)")
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--steps", type=int, default=50, help="training steps (or timed batches with --infer)")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--lr", type=float, default=None, help=f"SGD learning rate (default {DEFAULT_LR})")
-    p.add_argument("--save", default=None, help="write a checkpoint here after training")
-    p.add_argument("--resume", default=None, help="continue from this checkpoint")
     p.add_argument("--infer", action="store_true", help="inference benchmark instead of training")
     args = p.parse_args()
     if args.device == "tpu":
@@ -245,14 +240,8 @@ def main() -> None:
     model, losses, sec = train(args.arch, args.device, args.steps, args.batch_size, args.width,
                                args.image_size, args.lr, save=args.save, resume=args.resume)
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"{args.arch} (width {args.width}): {n_params:,} parameters; ", end="")
-    if losses:
-        print(f"loss {losses[0]:.3f} -> {losses[-1]:.3f}; {sec * 1e3:.1f} ms/step, "
-              f"{args.batch_size / sec:,.0f} images/s")
-    else:
-        print("nothing to train (already at --steps)")
-    if args.save:
-        print(f"checkpoint: {args.save}")
+    print_run(f"{args.arch} (width {args.width}): {n_params:,} parameters", losses, sec, args.batch_size,
+              "images", args.save)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,22 @@
-"""The training loop the example scripts share: numbered steps with a tqdm progress bar (step,
-loss, throughput) and the time per step."""
+"""What the example scripts share: their common command-line options, and the training loop
+(numbered steps with a tqdm progress bar: step, loss, throughput; the time per step)."""
 from __future__ import annotations
 
+import argparse
 import time
 from typing import Callable
+
+
+def example_parser(doc: str, checkpoints: bool = False) -> argparse.ArgumentParser:
+    """An argument parser with the options every example takes: --device and --mode (and, with
+    `checkpoints`, --save and --resume)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="tpu", choices=["tpu", "cpu"])
+    p.add_argument("--mode", default="strict", choices=["strict", "debug"], help="tpu eager mode")
+    if checkpoints:
+        p.add_argument("--save", default=None, help="write a checkpoint here after training")
+        p.add_argument("--resume", default=None, help="continue from this checkpoint")
+    return p
 
 
 def run_steps(step_fn: Callable[[int], object], start: int, steps: int, desc: str, items_per_step: int,
@@ -29,3 +42,17 @@ def run_steps(step_fn: Callable[[int], object], start: int, steps: int, desc: st
         bar.close()
     steady = times[min(warmup, len(times) - 1):] or [float("nan")]
     return losses, sum(steady) / len(steady)
+
+
+def print_run(header: str, losses: list[float], sec: float, items_per_step: float, items: str,
+              save: str | None, loss_text: str | None = None) -> None:
+    """The line an example prints after training: `header`, the loss (first -> last, unless
+    `loss_text` says otherwise), time per step, throughput, and where the checkpoint went."""
+    print(f"{header}; ", end="")
+    if losses:
+        loss_text = loss_text or f"loss {losses[0]:.3f} -> {losses[-1]:.3f}"
+        print(f"{loss_text}; {sec * 1e3:.1f} ms/step, {items_per_step / sec:,.0f} {items}/s")
+    else:
+        print("nothing to train (already at --steps)")
+    if save:
+        print(f"checkpoint: {save}")

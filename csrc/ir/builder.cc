@@ -9,18 +9,21 @@ bool Builder::Check(bool cond, const char* what) {
   return cond;
 }
 
-int Builder::Add(OpCode code, std::vector<int> operands, TensorType type, Attrs attrs) {
+int Builder::Add(OpCode code, SmallVector<int, 4> operands, TensorType type, Attrs attrs) {
+  // On the eager path for every op: operands live inline, and the op is built in place.
   for (int o : operands) {
     if (!Check(o >= 0 && o < static_cast<int>(types_.size()), "operand is not a value")) {
-      types_.push_back(type);
-      param_index_.push_back(-1);
-      graph_.ops.push_back(Op{code, {}, std::move(type), std::move(attrs)});
-      return static_cast<int>(types_.size()) - 1;
+      operands.clear();
+      break;
     }
   }
   types_.push_back(type);
   param_index_.push_back(-1);
-  graph_.ops.push_back(Op{code, std::move(operands), std::move(type), std::move(attrs)});
+  Op& op = graph_.ops.emplace_back();
+  op.code = code;
+  op.operands = std::move(operands);
+  op.type = std::move(type);
+  op.attrs = std::move(attrs);
   return static_cast<int>(types_.size()) - 1;
 }
 

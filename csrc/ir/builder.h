@@ -80,7 +80,7 @@ class Builder {
   void Reset();
 
  private:
-  int Add(OpCode code, std::vector<int> operands, TensorType type, Attrs attrs = {});
+  int Add(OpCode code, SmallVector<int, 4> operands, TensorType type, Attrs attrs = {});
   bool Check(bool cond, const char* what);
   Graph graph_;               // ops hold builder ids until Finish() renumbers them
   std::vector<TensorType> types_;  // per builder id

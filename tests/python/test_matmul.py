@@ -46,6 +46,17 @@ def test_mm_strided_views(mode, no_fallback, layout):
     check_same(fn, a, b)
 
 
+@pytest.mark.parametrize("k", [32, 33])  # 32*32*32 multiply-adds: the last size of the small-product path
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_mm_small_product_path_boundary(mode, no_fallback, k, ta, tb):
+    # Small float32 products take oneDNN's sgemm call, larger ones its matmul primitive: both,
+    # in every transposition, must give CPU's result.
+    a = rand(k, 32).t() if ta else rand(32, k)
+    b = rand(32, k).t() if tb else rand(k, 32)
+    check_same(torch.mm, a, b)
+    check_same(torch.bmm, a.expand(3, -1, -1), b.expand(3, -1, -1).contiguous())
+
+
 def test_mm_out_and_empty(mode, no_fallback):
     a, b = rand(3, 4), rand(4, 5)
     check_same(lambda x, y, o: torch.mm(x, y, out=o), a, b, torch.empty(0))
