@@ -2,8 +2,9 @@
 logged text runs on XLA (jaxlib, CPU) and must match the host executor and PyTorch's CPU
 (xla_check.check_xla). Covers stablehlo.convolution (forward, input and weight gradients as
 convolutions with lhs dilation, reversed kernels and batch groups; transposed; dilated; 3-d),
-reduce_window (max, add, base dilation), the variadic reduce_window of max-pool indices, and the
-gathers/scatters of adaptive pooling and upsampling. Skipped when jax is not installed.
+reduce_window (max, add, base dilation; 2-d and 3-d), the variadic reduce_window of max-pool
+indices, and the gathers/scatters of adaptive pooling and upsampling (1-d, 2-d, 3-d). Skipped when
+jax is not installed.
 
 Parameters are listed in program order: a lowering's Input()/Scalar() calls (csrc/torch/lower).
 Tolerances: float32 rtol=1e-5, atol=1e-5 for convolutions (XLA's and oneDNN's summation orders
@@ -105,3 +106,46 @@ def test_upsample(xla):
     g = randn(2, 3, 7, 10, seed=1)
     fn = lambda g: torch.ops.aten.upsample_bilinear2d_backward(g, [7, 10], [2, 3, 5, 7], False, 1.5, 1.5)  # noqa: E731
     check_xla(xla, "aten::upsample_bilinear2d_backward", fn, (g,), [g, f32(1 / 1.5), f32(1 / 1.5)])
+
+
+def test_pool3d(xla):
+    x = torch.randint(0, 3, (1, 2, 5, 6, 4), generator=torch.Generator().manual_seed(9)).float()
+    x[0, 0, 1, 1, 1] = float("nan")
+    fn = lambda x: F.max_pool3d(x, 3, 2, 1, ceil_mode=True, return_indices=True)  # noqa: E731
+    check_xla(xla, "aten::max_pool3d_with_indices", fn, (x,), [x], rtol=0, atol=0)
+    y, idx = fn(x)
+    g = randn(*y.shape, seed=10)
+    fn = lambda g, x, i: torch.ops.aten.max_pool3d_with_indices_backward(  # noqa: E731
+        g, x, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1], True, i)
+    check_xla(xla, "aten::max_pool3d_with_indices_backward", fn, (g, x, idx), [idx, g])
+    x = randn(1, 2, 5, 6, 4)
+    fn = lambda x: F.avg_pool3d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False)  # noqa: E731
+    check_xla(xla, "aten::avg_pool3d", fn, (x,), [x])
+    g = randn(*fn(x).shape, seed=11)
+    fn = lambda g, x: torch.ops.aten.avg_pool3d_backward(g, x, [3, 3, 3], [2, 2, 2], [1, 1, 1], True, True, None)  # noqa: E731
+    check_xla(xla, "aten::avg_pool3d_backward", fn, (g, x), [g])
+
+
+def test_adaptive_max_pool(xla):
+    x = torch.randint(0, 3, (2, 3, 9, 8), generator=torch.Generator().manual_seed(12)).float()
+    x[0, 0, 1, 1] = x[0, 0, 2, 0] = float("nan")  # ties and NaNs: CPU's first maximum, last NaN
+    fn = lambda x: F.adaptive_max_pool2d(x, (4, 3), return_indices=True)  # noqa: E731
+    check_xla(xla, "aten::adaptive_max_pool2d", fn, (x,), [x], rtol=0, atol=0)
+    y, idx = fn(x)
+    g = randn(*y.shape, seed=13)
+    check_xla(xla, "aten::adaptive_max_pool2d_backward", torch.ops.aten.adaptive_max_pool2d_backward,
+              (g, x, idx), [idx, g])
+
+
+def test_upsample_1d_3d(xla):
+    x1, x3 = randn(2, 3, 7), randn(1, 2, 2, 5, 7, seed=1)
+    check_xla(xla, "aten::upsample_linear1d", lambda x: F.interpolate(x, scale_factor=1.5, mode="linear"), (x1,),
+              [x1, f32(1 / 1.5)])
+    check_xla(xla, "aten::upsample_nearest3d", lambda x: F.interpolate(x, size=(3, 9, 4), mode="nearest"), (x3,),
+              [x3, f32(2) / f32(3), f32(5) / f32(9), f32(7) / f32(4)], rtol=0, atol=0)
+    fn = lambda x: F.interpolate(x, scale_factor=1.5, mode="trilinear")  # noqa: E731
+    check_xla(xla, "aten::upsample_trilinear3d", fn, (x3,), [x3, f32(1 / 1.5), f32(1 / 1.5), f32(1 / 1.5)])
+    g = randn(1, 2, 3, 7, 10, seed=2)
+    fn = lambda g: torch.ops.aten.upsample_trilinear3d_backward(g, [3, 7, 10], [1, 2, 2, 5, 7], False,  # noqa: E731
+                                                                1.5, 1.5, 1.5)
+    check_xla(xla, "aten::upsample_trilinear3d_backward", fn, (g,), [g, f32(1 / 1.5), f32(1 / 1.5), f32(1 / 1.5)])

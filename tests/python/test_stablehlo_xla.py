@@ -421,6 +421,11 @@ def test_pointwise_composites(xla):
     check_xla(xla, "aten::where", lambda k, x: torch.where(k, x, 0.25), (m, a), [m, a, 0.25])
     check_xla(xla, "aten::round", lambda x: x.round(decimals=2), (a,), [a, 100.0])
     check_xla(xla, "aten::count_nonzero", lambda x: torch.count_nonzero(x, 1), (m.float(),), [m.float()])
+    x, y = c.clone(), a.abs()
+    x[0, :2] = 0.0
+    y[0, 0], y[1, 1] = float("nan"), 0.0  # xlogy(0, NaN) is NaN, xlogy(0, 0) is 0
+    check_xla(xla, "aten::xlogy", torch.xlogy, (x, y), [x, y])
+    check_xla(xla, "aten::cumprod", lambda x: torch.cumprod(x, 1), (c,), [c])
 
 
 # ---- dot_general and the nn regions --------------------------------------------------------
