@@ -59,32 +59,6 @@ Dims FreeDims(int rank, const Dims& batch, const Dims& contract) {
   return free;
 }
 
-// dnnl_sgemm's form of a [rows, cols] matrix with the given strides: row-major ('N', leading
-// dimension = the row stride) or its transpose ('T'). False when neither has a unit stride.
-bool GemmForm(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride, char* trans, int64_t* ld) {
-  if (cols == 1 || col_stride == 1) {
-    int64_t lead = rows == 1 ? cols : row_stride;
-    if (lead >= std::max<int64_t>(1, cols)) {
-      *trans = 'N';
-      *ld = lead;
-      return true;
-    }
-  }
-  if (rows == 1 || row_stride == 1) {
-    int64_t lead = cols == 1 ? rows : col_stride;
-    if (lead >= std::max<int64_t>(1, rows)) {
-      *trans = 'T';
-      *ld = lead;
-      return true;
-    }
-  }
-  return false;
-}
-
-// Below this many multiply-adds, oneDNN's primitive API (memory objects, argument map) costs
-// more than the product: small float32 products go through its BLAS-style dnnl_sgemm call.
-constexpr int64_t kSmallGemm = int64_t{1} << 15;
-
 // Makes `v` flattenable: if a group cannot be flattened, copies v contiguously in group order.
 View Canonical(const View& v, const Dims& g0, const Dims& g1,
                const Dims& g2, std::vector<char>& storage, Operand3* out) {
@@ -123,11 +97,20 @@ dnnl::memory::data_type DnnlType(DType t) {
   }
 }
 
+// A matmul primitive with its memory objects and argument map, built once per problem: a call
+// only swaps in the data pointers (building them per call cost more than a tiny product).
+struct MatmulEntry {
+  std::vector<int64_t> key;  // the exact problem (the hash only picks the slot)
+  dnnl::matmul prim;
+  dnnl::memory a, b, c;
+  std::unordered_map<int, dnnl::memory> args;
+};
+
 struct Engine {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   std::mutex mu;
-  std::unordered_map<uint64_t, dnnl::matmul> cache;
+  std::unordered_map<uint64_t, MatmulEntry> cache;
 };
 
 Engine& GetEngine() {
@@ -183,21 +166,6 @@ Status RunDotGeneral(const Op& op, const View& lhs, const View& rhs, const View&
     return Status::Ok();
   }
   MatchOneDnnThreads();
-  if (t == DType::kF32 && out.dtype == DType::kF32 && nb * m * n * k <= kSmallGemm) {
-    char ta, tb;
-    int64_t lda, ldb;
-    if (GemmForm(m, k, A.m.stride, A.k.stride, &ta, &lda) && GemmForm(k, n, B.k.stride, B.m.stride, &tb, &ldb)) {
-      const float* a0 = static_cast<const float*>(L.data);
-      const float* b0 = static_cast<const float*>(R.data);
-      float* c0 = static_cast<float*>(out.data);
-      for (int64_t bi = 0; bi < nb; ++bi) {
-        dnnl_status_t st = dnnl_sgemm(ta, tb, m, n, k, 1.0f, a0 + bi * A.b.stride, lda, b0 + bi * B.b.stride, ldb,
-                                      0.0f, c0 + bi * m * n, n);
-        if (st != dnnl_success) return Internal("oneDNN sgemm failed with status " + std::to_string(st));
-      }
-      return Status::Ok();
-    }
-  }
   using md = dnnl::memory::desc;
   auto sb = [](const Flat& f, int64_t size) { return size == 1 ? int64_t{0} : f.stride; };
   dnnl::memory::dims adims = {nb, m, k}, bdims = {nb, k, n}, cdims = {nb, m, n};
@@ -205,26 +173,33 @@ Status RunDotGeneral(const Op& op, const View& lhs, const View& rhs, const View&
   dnnl::memory::dims bstr = {nb == 1 ? k * n : B.b.stride, k == 1 ? n : B.k.stride, n == 1 ? 1 : B.m.stride};
   dnnl::memory::dims cstr = {m * n, n, 1};
   (void)sb;
+  std::vector<int64_t> exact = {nb, m, k, n, astr[0], astr[1], astr[2], bstr[0], bstr[1], bstr[2],
+                                static_cast<int64_t>(dt), static_cast<int64_t>(odt)};
   uint64_t key = 0x646f74ULL;
-  for (auto v : {nb, m, k, n}) key = HashMix(key, v);
-  for (auto v : astr) key = HashMix(key, v);
-  for (auto v : bstr) key = HashMix(key, v);
-  key = HashMix(HashMix(key, static_cast<uint64_t>(dt)), static_cast<uint64_t>(odt));
+  for (int64_t v : exact) key = HashMix(key, static_cast<uint64_t>(v));
   Engine& e = GetEngine();
   std::lock_guard<std::mutex> lock(e.mu);
-  auto it = e.cache.find(key);
-  md amd(adims, dt, astr), bmd(bdims, dt, bstr), cmd(cdims, odt, cstr);
-  if (it == e.cache.end()) {
+  MatmulEntry& entry = e.cache[key];
+  if (entry.key != exact) {
+    md amd(adims, dt, astr), bmd(bdims, dt, bstr), cmd(cdims, odt, cstr);
     try {
       dnnl::matmul::desc desc(amd, bmd, cmd);
       dnnl::matmul::primitive_desc pd(desc, e.engine);
-      it = e.cache.emplace(key, dnnl::matmul(pd)).first;
+      entry.prim = dnnl::matmul(pd);
+      entry.a = dnnl::memory(amd, e.engine, DNNL_MEMORY_NONE);
+      entry.b = dnnl::memory(bmd, e.engine, DNNL_MEMORY_NONE);
+      entry.c = dnnl::memory(cmd, e.engine, DNNL_MEMORY_NONE);
+      entry.args = {{DNNL_ARG_SRC, entry.a}, {DNNL_ARG_WEIGHTS, entry.b}, {DNNL_ARG_DST, entry.c}};
+      entry.key = exact;
     } catch (const dnnl::error& err) {
+      e.cache.erase(key);
       return Internal(std::string("oneDNN matmul creation failed: ") + err.what());
     }
   }
-  dnnl::memory am(amd, e.engine, L.data), bm(bmd, e.engine, R.data), cm(cmd, e.engine, out.data);
-  it->second.execute(e.stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  entry.a.set_data_handle(L.data);
+  entry.b.set_data_handle(R.data);
+  entry.c.set_data_handle(out.data);
+  entry.prim.execute(e.stream, entry.args);
   e.stream.wait();
   return Status::Ok();
 }
