@@ -182,7 +182,8 @@ LoweredResult AddSub(const char* op, bool sub, const at::Tensor& self, const at:
                 "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
                 "`logical_xor()` operator instead.");
   }
-  at::native::alpha_check(at::result_type(self, other), alpha);
+  // An integral alpha (the default 1) passes alpha_check for every dtype: skip the promotion.
+  if (!alpha.isIntegral(/*includeBool=*/false)) at::native::alpha_check(at::result_type(self, other), alpha);
   return LowerElementwise(op, {self, other}, out, ResultKind::kCommon, [&](Lowering& l, const V& v, DType t) {
     // bool: self || (alpha && other); alpha is a structural true/false here.
     if (t == DType::kBool) return alpha.toBool() ? l.b().Binary(OpCode::kOr, v[0], v[1]) : v[0];

@@ -59,8 +59,9 @@ c10::MaybeOwned<at::Tensor> PrepareOut(const char* op, OutArg out, at::IntArrayR
 
 at::ScalarType ResultDType(ResultKind kind, at::ScalarType common);
 
-// TensorIterator's memory-overlap checks for an in-place/out= result: it must not write one
-// element twice (an expanded tensor) nor partially overlap an input. Same messages as CPU.
+// TensorIterator's memory-overlap check for an in-place/out= result prepared by PrepareOut (which
+// refuses one that writes an element twice): it must not partially overlap an input. Same
+// messages as CPU.
 void CheckOutOverlap(const at::Tensor& out, std::initializer_list<TensorArg> inputs);
 
 // What LowerElementwise returns: the new tensor, or the in-place/out= tensor borrowed, which is
