@@ -234,7 +234,7 @@ int Builder::DotGeneral(int lhs, int rhs, const Dims& lb, const Dims& rb, const 
   Check(lb.size() == rb.size() && lc.size() == rc.size(), "dot_general dimension counts differ");
   // Every dimension number is in range and names a dim at most once per operand.
   auto valid = [](const TensorType& x, const Dims& batch, const Dims& contract) {
-    std::vector<bool> used(x.rank(), false);
+    SmallVector<char, 8> used(x.rank(), 0);  // inline: this runs on the eager path of every matmul
     for (const Dims* ds : {&batch, &contract})
       for (int64_t d : *ds) {
         if (d < 0 || d >= x.rank() || used[d]) return false;
