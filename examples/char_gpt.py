@@ -2,20 +2,25 @@
 
     python examples/char_gpt.py --device tpu --mode strict --steps 200
     python examples/char_gpt.py --device cpu --steps 200          # the same run on PyTorch CPU
+    python examples/char_gpt.py --steps 100 --save gpt.pt && python examples/char_gpt.py --steps 200 --resume gpt.pt
 
 The model is plain PyTorch: the same code runs on any device.
 """
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import math
 import os
-import time
+import sys
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from training import (  # noqa: E402  (what the examples share)
+    example_parser, load_checkpoint, print_run, run_steps, save_checkpoint)
 
 DEFAULT_TEXT = "/usr/share/common-licenses/GPL-3"  # present on every Debian system
 SHIPPED_TEXT = os.path.join(os.path.dirname(__file__), "data", "tiny.txt")
@@ -137,44 +142,36 @@ class CharData:
 
 
 def train(device: str, steps: int, batch_size: int = 16, seed: int = 0, cfg: GPTConfig | None = None,
-          data: CharData | None = None, progress: bool = True, lr: float = 3e-3):
-    """Trains from a fixed seed; returns (model, losses, seconds per step after warm-up)."""
+          data: CharData | None = None, progress: bool = True, lr: float = 3e-3, save: str | None = None,
+          resume: str | None = None):
+    """Trains from a fixed seed up to step `steps` (from the checkpoint's step when resuming);
+    returns (model, losses of the steps run here, seconds per step after warm-up)."""
     data = data or CharData()
     cfg = cfg or GPTConfig(vocab_size=data.vocab_size)
     torch.manual_seed(seed)
     model = GPT(cfg).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     gen = torch.Generator().manual_seed(seed)
-    losses, times = [], []
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=steps, desc=f"train on {device}", unit="step")
-    for step in range(steps):
-        t0 = time.perf_counter()
+    start = load_checkpoint(resume, dataclasses.asdict(cfg), model, opt, gen) if resume else 0
+
+    def step_fn(step):
         x, y = data.batch(batch_size, cfg.block_size, gen)
-        x, y = x.to(device), y.to(device)
-        _, loss = model(x, y)
+        _, loss = model(x.to(device), y.to(device))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        losses.append(loss.item())  # a sync point: the step is finished here
-        times.append(time.perf_counter() - t0)
-        if bar:
-            tok_s = batch_size * cfg.block_size / times[-1]
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{tok_s:,.0f}")
-            bar.update(1)
-    if bar:
-        bar.close()
-    steady = times[min(5, len(times) - 1):]
-    return model, losses, sum(steady) / len(steady)
+        return loss
+
+    losses, sec = run_steps(step_fn, start, steps, f"train on {device}", batch_size * cfg.block_size, "tok",
+                            progress, warmup=5)
+    if save:
+        save_checkpoint(save, dataclasses.asdict(cfg), model, opt, max(start, steps), gen)
+    return model, losses, sec
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="tpu", choices=["tpu", "cpu"])
-    p.add_argument("--mode", default="strict", choices=["strict", "debug"])
-    p.add_argument("--steps", type=int, default=200)
+    p = example_parser(__doc__, checkpoints=True)
+    p.add_argument("--steps", type=int, default=200, help="train up to this step (counted from 0)")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--text", default=None, help=f"training text (default {DEFAULT_TEXT})")
     p.add_argument("--sample", type=int, default=200, help="characters to sample after training")
@@ -183,8 +180,10 @@ def main() -> None:
         import torch_tpu
         torch_tpu.set_eager_mode(args.mode)
     data = CharData(args.text)
-    model, losses, sec = train(args.device, args.steps, args.batch_size, data=data)
-    print(f"loss {losses[0]:.3f} -> {losses[-1]:.3f}; {sec * 1e3:.1f} ms/step")
+    model, losses, sec = train(args.device, args.steps, args.batch_size, data=data, save=args.save,
+                               resume=args.resume)
+    print_run(f"GPT: {sum(p.numel() for p in model.parameters()):,} parameters", losses, sec,
+              args.batch_size * model.cfg.block_size, "tokens", args.save)
     start = torch.tensor([[data.stoi.get("\n", 0)]], device=args.device)
     out = model.eval().generate(start, args.sample, generator=torch.Generator().manual_seed(0))
     print(data.decode(out[0].tolist()))

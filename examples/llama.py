@@ -26,7 +26,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from char_gpt import CharData  # noqa: E402  (the character-level text the GPT example uses)
-from training import example_parser, print_run, run_steps  # noqa: E402  (what the examples share)
+from training import (  # noqa: E402  (what the examples share)
+    example_parser, load_checkpoint, print_run, run_steps, save_checkpoint)
 
 
 @dataclass
@@ -227,25 +228,6 @@ class Llama(nn.Module):
 
 # ---- training ------------------------------------------------------------------------------------
 
-def save_checkpoint(path: str, model: Llama, opt: torch.optim.Optimizer, step: int, data_rng: torch.Generator):
-    """Everything a resumed run needs; tensors are saved from the device they live on."""
-    torch.save({"config": dataclasses.asdict(model.cfg), "step": step, "model": model.state_dict(),
-                "optimizer": opt.state_dict(), "data_rng": data_rng.get_state()}, path)
-
-
-def load_checkpoint(path: str, model: Llama, opt: torch.optim.Optimizer, data_rng: torch.Generator) -> int:
-    # Loaded to the host first: load_state_dict copies the weights into the model's device tensors,
-    # and the optimizer moves each state tensor next to its parameter (keeping step counts on the
-    # host, where PyTorch keeps them).
-    ckpt = torch.load(path, map_location="cpu")
-    if ckpt["config"] != dataclasses.asdict(model.cfg):
-        raise ValueError(f"{path} was saved for another model config: {ckpt['config']}")
-    model.load_state_dict(ckpt["model"])
-    opt.load_state_dict(ckpt["optimizer"])
-    data_rng.set_state(ckpt["data_rng"])
-    return ckpt["step"]
-
-
 def train(cfg: LlamaConfig, device: str, steps: int, batch_size: int = 16, seq_len: int = 64,
           lr: float = 3e-3, seed: int = 0, data: CharData | None = None, save: str | None = None,
           resume: str | None = None, progress: bool = True):
@@ -256,7 +238,7 @@ def train(cfg: LlamaConfig, device: str, steps: int, batch_size: int = 16, seq_l
     model = Llama(cfg).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     data_rng = torch.Generator().manual_seed(seed)
-    start = load_checkpoint(resume, model, opt, data_rng) if resume else 0
+    start = load_checkpoint(resume, dataclasses.asdict(cfg), model, opt, data_rng) if resume else 0
 
     def step_fn(step):
         x, y = data.batch(batch_size, seq_len, data_rng)
@@ -268,7 +250,7 @@ def train(cfg: LlamaConfig, device: str, steps: int, batch_size: int = 16, seq_l
 
     losses, sec = run_steps(step_fn, start, steps, f"train {device}", batch_size * seq_len, "tok", progress)
     if save:
-        save_checkpoint(save, model, opt, max(start, steps), data_rng)
+        save_checkpoint(save, dataclasses.asdict(cfg), model, opt, max(start, steps), data_rng)
     return model, losses, sec
 
 

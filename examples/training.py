@@ -6,6 +6,8 @@ import argparse
 import time
 from typing import Callable
 
+import torch
+
 
 def example_parser(doc: str, checkpoints: bool = False) -> argparse.ArgumentParser:
     """An argument parser with the options every example takes: --device and --mode (and, with
@@ -17,6 +19,44 @@ def example_parser(doc: str, checkpoints: bool = False) -> argparse.ArgumentPars
         p.add_argument("--save", default=None, help="write a checkpoint here after training")
         p.add_argument("--resume", default=None, help="continue from this checkpoint")
     return p
+
+
+def save_checkpoint(path: str, config: dict, model: torch.nn.Module, opt: torch.optim.Optimizer, step: int,
+                    data_rng: torch.Generator) -> None:
+    """Everything a resumed run needs; tensors are saved from the device they live on. The random
+    states go in too (the data sampler's, the CPU's and the model's device's), so dropout draws
+    the same masks after a resume."""
+    torch.save({"config": config, "step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                "data_rng": data_rng.get_state(), "rng": _rng_states(model)}, path)
+
+
+def _rng_states(model: torch.nn.Module) -> dict:
+    states = {"cpu": torch.get_rng_state()}
+    device = next(model.parameters()).device
+    if device.type != "cpu":
+        states[device.type] = torch.get_device_module(device.type).get_rng_state(device)
+    return states
+
+
+def load_checkpoint(path: str, config: dict, model: torch.nn.Module, opt: torch.optim.Optimizer,
+                    data_rng: torch.Generator) -> int:
+    """Restores a save_checkpoint() file into `model`, `opt` and `data_rng`; returns its step."""
+    # Loaded to the host first: load_state_dict copies the weights into the model's device tensors,
+    # and the optimizer moves each state tensor next to its parameter (keeping step counts on the
+    # host, where PyTorch keeps them).
+    ckpt = torch.load(path, map_location="cpu")
+    if ckpt["config"] != config:
+        raise ValueError(f"{path} was saved for another model config: {ckpt['config']}")
+    model.load_state_dict(ckpt["model"])
+    opt.load_state_dict(ckpt["optimizer"])
+    data_rng.set_state(ckpt["data_rng"])
+    device = next(model.parameters()).device
+    for kind, state in ckpt.get("rng", {}).items():
+        if kind == "cpu":
+            torch.set_rng_state(state)
+        elif kind == device.type:
+            torch.get_device_module(kind).set_rng_state(state, device)
+    return ckpt["step"]
 
 
 def run_steps(step_fn: Callable[[int], object], start: int, steps: int, desc: str, items_per_step: int,
