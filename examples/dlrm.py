@@ -15,14 +15,19 @@ ahead of time by torch_tpu.data.DeviceLoader.
 """
 from __future__ import annotations
 
-import argparse
-import time
+import dataclasses
+import os
+import sys
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Subset
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from training import (  # noqa: E402  (what the examples share)
+    example_parser, load_checkpoint, print_run, run_steps, save_checkpoint)
 
 
 @dataclass
@@ -111,11 +116,12 @@ class SyntheticClicks(Dataset):
         return dense, sparse, labels
 
 
-def make_loader(cfg: DLRMConfig, batch_size: int, num_batches: int, seed: int, workers: int = 0):
+def make_loader(cfg: DLRMConfig, batch_size: int, num_batches: int, seed: int, workers: int = 0, start: int = 0):
     # batch_size=None: the dataset already yields whole batches (bags of different lengths do not
-    # stack with the default collate).
-    return DataLoader(SyntheticClicks(cfg, batch_size, num_batches, seed), batch_size=None, shuffle=False,
-                      num_workers=workers, persistent_workers=workers > 0)
+    # stack with the default collate). Batch i depends only on (seed, i): a resumed run starts at
+    # the checkpoint's step and sees the same batches as an uninterrupted one.
+    data = Subset(SyntheticClicks(cfg, batch_size, num_batches, seed), range(start, num_batches))
+    return DataLoader(data, batch_size=None, shuffle=False, num_workers=workers, persistent_workers=workers > 0)
 
 
 def on_device(loader, device: str):
@@ -128,34 +134,30 @@ def on_device(loader, device: str):
 # ---- training ------------------------------------------------------------------------------------
 
 def train(device: str, steps: int, batch_size: int = 128, cfg: DLRMConfig | None = None, lr: float = 1e-2,
-          seed: int = 0, workers: int = 0, progress: bool = True):
-    """Returns (model, losses, seconds per step after warm-up)."""
+          seed: int = 0, workers: int = 0, progress: bool = True, save: str | None = None,
+          resume: str | None = None):
+    """Trains up to step `steps` (from the checkpoint's step when resuming). Returns (model, losses
+    of the steps run here, seconds per step after warm-up)."""
     cfg = cfg or DLRMConfig()
     torch.manual_seed(seed)
     model = DLRM(cfg).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    losses, times = [], []
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=steps, desc=f"train {device}", unit="step")
-    t0 = time.perf_counter()
-    for dense, sparse, labels in on_device(make_loader(cfg, batch_size, steps, seed, workers), device):
-        logits = model(dense, sparse)
-        loss = F.binary_cross_entropy_with_logits(logits, labels)
+    start = load_checkpoint(resume, dataclasses.asdict(cfg), model, opt) if resume else 0
+    batches = iter(on_device(make_loader(cfg, batch_size, steps, seed, workers, start), device))
+
+    def step_fn(step):
+        dense, sparse, labels = next(batches)
+        loss = F.binary_cross_entropy_with_logits(model(dense, sparse), labels)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        losses.append(loss.item())  # a sync point: the step is finished here
-        times.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        if bar:
-            bar.set_postfix(loss=f"{losses[-1]:.4f}", samples_s=f"{batch_size / times[-1]:,.0f}")
-            bar.update(1)
-    if bar:
-        bar.close()
-    steady = times[min(5, len(times) - 1):]
-    return model, losses, sum(steady) / len(steady)
+        return loss
+
+    losses, sec = run_steps(step_fn, start, steps, f"train {device}", batch_size, "samples", progress,
+                            loss_digits=4, warmup=5)
+    if save:
+        save_checkpoint(save, dataclasses.asdict(cfg), model, opt, max(start, steps))
+    return model, losses, sec
 
 
 @torch.no_grad()
@@ -175,10 +177,8 @@ def evaluate(model: DLRM, device: str, batch_size: int = 1024, batches: int = 4,
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="tpu", choices=["tpu", "cpu"])
-    p.add_argument("--mode", default="strict", choices=["strict", "debug"])
-    p.add_argument("--steps", type=int, default=300)
+    p = example_parser(__doc__, checkpoints=True)
+    p.add_argument("--steps", type=int, default=300, help="train up to this step (counted from 0)")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
@@ -186,10 +186,12 @@ def main() -> None:
     if args.device == "tpu":
         import torch_tpu
         torch_tpu.set_eager_mode(args.mode)
-    model, losses, sec = train(args.device, args.steps, args.batch_size, lr=args.lr, workers=args.workers)
+    model, losses, sec = train(args.device, args.steps, args.batch_size, lr=args.lr, workers=args.workers,
+                               save=args.save, resume=args.resume)
     k = max(1, len(losses) // 10)
-    print(f"DLRM: {sum(p.numel() for p in model.parameters()):,} parameters; train loss {losses[0]:.4f} -> "
-          f"{sum(losses[-k:]) / k:.4f}; {sec * 1e3:.1f} ms/step, {args.batch_size / sec:,.0f} samples/s")
+    mean = f"train loss {losses[0]:.4f} -> {sum(losses[-k:]) / k:.4f}" if losses else None
+    print_run(f"DLRM: {sum(p.numel() for p in model.parameters()):,} parameters", losses, sec, args.batch_size,
+              "samples", args.save, loss_text=mean)
     loss, acc, base = evaluate(model.eval(), args.device)
     print(f"held-out: log loss {loss:.4f} (base rate {base:.4f}), accuracy {acc:.3f}")
 

@@ -22,12 +22,12 @@ def example_parser(doc: str, checkpoints: bool = False) -> argparse.ArgumentPars
 
 
 def save_checkpoint(path: str, config: dict, model: torch.nn.Module, opt: torch.optim.Optimizer, step: int,
-                    data_rng: torch.Generator) -> None:
+                    data_rng: torch.Generator | None = None) -> None:
     """Everything a resumed run needs; tensors are saved from the device they live on. The random
     states go in too (the data sampler's, the CPU's and the model's device's), so dropout draws
     the same masks after a resume."""
     torch.save({"config": config, "step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                "data_rng": data_rng.get_state(), "rng": _rng_states(model)}, path)
+                "data_rng": data_rng.get_state() if data_rng is not None else None, "rng": _rng_states(model)}, path)
 
 
 def _rng_states(model: torch.nn.Module) -> dict:
@@ -39,7 +39,7 @@ def _rng_states(model: torch.nn.Module) -> dict:
 
 
 def load_checkpoint(path: str, config: dict, model: torch.nn.Module, opt: torch.optim.Optimizer,
-                    data_rng: torch.Generator) -> int:
+                    data_rng: torch.Generator | None = None) -> int:
     """Restores a save_checkpoint() file into `model`, `opt` and `data_rng`; returns its step."""
     # Loaded to the host first: load_state_dict copies the weights into the model's device tensors,
     # and the optimizer moves each state tensor next to its parameter (keeping step counts on the
@@ -49,7 +49,8 @@ def load_checkpoint(path: str, config: dict, model: torch.nn.Module, opt: torch.
         raise ValueError(f"{path} was saved for another model config: {ckpt['config']}")
     model.load_state_dict(ckpt["model"])
     opt.load_state_dict(ckpt["optimizer"])
-    data_rng.set_state(ckpt["data_rng"])
+    if data_rng is not None:
+        data_rng.set_state(ckpt["data_rng"])
     device = next(model.parameters()).device
     for kind, state in ckpt.get("rng", {}).items():
         if kind == "cpu":

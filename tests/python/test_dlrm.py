@@ -61,3 +61,16 @@ def test_synthetic_batches_are_reproducible():
     assert all(torch.equal(x1, x2) and torch.equal(o1, o2) for (x1, o1), (x2, o2) in zip(s1, s2))
     with pytest.raises(IndexError):
         a[3]
+
+
+def test_checkpoint_resume_continues_exactly(tmp_path, no_fallback):
+    """Save after step 3, resume to step 6: the same losses and weights as 6 uninterrupted steps
+    (Adam's state round-trips; the batches depend only on their step)."""
+    full_model, full_losses, _ = dlrm.train("tpu", 6, batch_size=32, cfg=SMALL, progress=False)
+    ckpt = str(tmp_path / "dlrm.pt")
+    _, first, _ = dlrm.train("tpu", 3, batch_size=32, cfg=SMALL, progress=False, save=ckpt)
+    assert first == full_losses[:3]
+    resumed_model, rest, _ = dlrm.train("tpu", 6, batch_size=32, cfg=SMALL, progress=False, resume=ckpt)
+    assert rest == full_losses[3:]
+    for (name, a), b in zip(full_model.state_dict().items(), resumed_model.state_dict().values()):
+        assert torch.equal(a.cpu(), b.cpu()), name
