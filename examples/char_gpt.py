@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from training import (  # noqa: E402  (what the examples share)
-    example_parser, load_checkpoint, print_run, run_steps, save_checkpoint)
+    example_parser, load_checkpoint, parse_example_args, print_run, run_steps, save_checkpoint)
 
 DEFAULT_TEXT = "/usr/share/common-licenses/GPL-3"  # present on every Debian system
 SHIPPED_TEXT = os.path.join(os.path.dirname(__file__), "data", "tiny.txt")
@@ -175,10 +175,7 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--text", default=None, help=f"training text (default {DEFAULT_TEXT})")
     p.add_argument("--sample", type=int, default=200, help="characters to sample after training")
-    args = p.parse_args()
-    if args.device == "tpu":
-        import torch_tpu
-        torch_tpu.set_eager_mode(args.mode)
+    args = parse_example_args(p)
     data = CharData(args.text)
     model, losses, sec = train(args.device, args.steps, args.batch_size, data=data, save=args.save,
                                resume=args.resume)

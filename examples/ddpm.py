@@ -31,7 +31,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training import example_parser, print_run, run_steps  # noqa: E402  (what the examples share)
+from training import (  # noqa: E402  (what the examples share)
+    example_parser, load_checkpoint, parse_example_args, print_run, run_steps, save_checkpoint)
 
 
 @dataclass
@@ -242,20 +243,6 @@ def train_step(model: UNet, schedule: DDPMSchedule, opt: torch.optim.Optimizer, 
     return loss
 
 
-def save_checkpoint(path: str, model: UNet, opt, step: int) -> None:
-    torch.save({"config": dataclasses.asdict(model.cfg), "step": step, "model": model.state_dict(),
-                "optimizer": opt.state_dict()}, path)
-
-
-def load_checkpoint(path: str, model: UNet, opt) -> int:
-    ckpt = torch.load(path, map_location="cpu")
-    if ckpt["config"] != dataclasses.asdict(model.cfg):
-        raise ValueError(f"{path} was saved for another model config: {ckpt['config']}")
-    model.load_state_dict(ckpt["model"])
-    opt.load_state_dict(ckpt["optimizer"])
-    return ckpt["step"]
-
-
 def train(device: str, steps: int, batch_size: int = 16, cfg: UNetConfig | None = None, lr: float = 1e-3,
           seed: int = 0, save: str | None = None, resume: str | None = None, progress: bool = True):
     """Trains from a fixed seed up to step `steps` (from the checkpoint's step when resuming).
@@ -265,7 +252,7 @@ def train(device: str, steps: int, batch_size: int = 16, cfg: UNetConfig | None 
     model = UNet(cfg).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     schedule = DDPMSchedule(cfg.timesteps)
-    start = load_checkpoint(resume, model, opt) if resume else 0
+    start = load_checkpoint(resume, dataclasses.asdict(cfg), model, opt) if resume else 0
 
     def step_fn(step):
         x0, t, noise = (v.to(device) for v in training_batch(step, batch_size, cfg, seed))
@@ -274,7 +261,7 @@ def train(device: str, steps: int, batch_size: int = 16, cfg: UNetConfig | None 
     losses, sec = run_steps(step_fn, start, steps, f"train ddpm {device}", batch_size, "img", progress,
                             loss_digits=4)
     if save:
-        save_checkpoint(save, model, opt, max(start, steps))
+        save_checkpoint(save, dataclasses.asdict(cfg), model, opt, max(start, steps))
     return model, schedule, losses, sec
 
 
@@ -305,10 +292,7 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=8, help="images to sample after training (0: none)")
     p.add_argument("--sample-steps", type=int, default=25, help="ancestral sampling steps")
     p.add_argument("--out", default=None, help="write the samples as a PNG here")
-    args = p.parse_args()
-    if args.device == "tpu":
-        import torch_tpu
-        torch_tpu.set_eager_mode(args.mode)
+    args = parse_example_args(p)
     cfg = UNetConfig(image_size=args.image_size, base=args.base)
     model, schedule, losses, sec = train(args.device, args.steps, args.batch_size, cfg, args.lr,
                                          save=args.save, resume=args.resume)

@@ -27,7 +27,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from training import (  # noqa: E402  (what the examples share)
-    example_parser, load_checkpoint, print_run, run_steps, save_checkpoint)
+    example_parser, load_checkpoint, parse_example_args, print_run, run_steps, save_checkpoint)
 
 
 @dataclass
@@ -182,10 +182,7 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
-    args = p.parse_args()
-    if args.device == "tpu":
-        import torch_tpu
-        torch_tpu.set_eager_mode(args.mode)
+    args = parse_example_args(p)
     model, losses, sec = train(args.device, args.steps, args.batch_size, lr=args.lr, workers=args.workers,
                                save=args.save, resume=args.resume)
     k = max(1, len(losses) // 10)

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from char_gpt import CharData  # noqa: E402  (the character-level text the GPT example uses)
 from training import (  # noqa: E402  (what the examples share)
-    example_parser, load_checkpoint, print_run, run_steps, save_checkpoint)
+    example_parser, load_checkpoint, parse_example_args, print_run, run_steps, save_checkpoint)
 
 
 @dataclass
@@ -264,10 +264,7 @@ def main() -> None:
     p.add_argument("--text", default=None, help="training text (default: the GPL-3 licence text)")
     p.add_argument("--generate", type=int, default=200, help="characters to generate after training")
     p.add_argument("--temperature", type=float, default=0.8, help="0: greedy")
-    args = p.parse_args()
-    if args.device == "tpu":
-        import torch_tpu
-        torch_tpu.set_eager_mode(args.mode)
+    args = parse_example_args(p)
     data = CharData(args.text)
     cfg = dataclasses.replace(CONFIGS[args.config], vocab_size=data.vocab_size)
     if args.seq_len > cfg.max_seq_len:

@@ -29,7 +29,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training import example_parser, print_run, run_steps  # noqa: E402  (what the examples share)
+from training import (  # noqa: E402  (what the examples share)
+    example_parser, load_checkpoint, parse_example_args, print_run, run_steps, save_checkpoint)
 
 
 class BasicBlock(nn.Module):
@@ -153,19 +154,8 @@ def train_step(model: nn.Module, opt: torch.optim.Optimizer, x, y):
     return loss
 
 
-def save_checkpoint(path: str, arch: str, width: int, model: nn.Module, opt, step: int) -> None:
-    # state_dict holds the batch-norm running statistics (buffers) as well as the weights.
-    torch.save({"arch": arch, "width": width, "step": step, "model": model.state_dict(),
-                "optimizer": opt.state_dict()}, path)
-
-
-def load_checkpoint(path: str, arch: str, width: int, model: nn.Module, opt) -> int:
-    ckpt = torch.load(path, map_location="cpu")
-    if (ckpt["arch"], ckpt["width"]) != (arch, width):
-        raise ValueError(f"{path} was saved for {ckpt['arch']} width {ckpt['width']}, not {arch} width {width}")
-    model.load_state_dict(ckpt["model"])
-    opt.load_state_dict(ckpt["optimizer"])
-    return ckpt["step"]
+def _describe_arch(config: dict) -> str:
+    return f"{config['arch']} width {config['width']}"
 
 
 def train(arch: str, device: str, steps: int, batch_size: int = 16, width: int = 16, image_size: int = 32,
@@ -177,7 +167,9 @@ def train(arch: str, device: str, steps: int, batch_size: int = 16, width: int =
     model = ARCHS[arch](width).to(device).train()
     opt = sgd(model, lr or DEFAULT_LR[arch])
     data = SyntheticImages(image_size, seed=seed)
-    start = load_checkpoint(resume, arch, width, model, opt) if resume else 0
+    # The checkpoint's model state holds the batch-norm running statistics (buffers) too.
+    config = {"arch": arch, "width": width}
+    start = load_checkpoint(resume, config, model, opt, describe=_describe_arch) if resume else 0
 
     def step_fn(step):
         x, y = data.batch(step, batch_size)
@@ -185,7 +177,7 @@ def train(arch: str, device: str, steps: int, batch_size: int = 16, width: int =
 
     losses, sec = run_steps(step_fn, start, steps, f"train {arch} {device}", batch_size, "img", progress)
     if save:
-        save_checkpoint(save, arch, width, model, opt, max(start, steps))
+        save_checkpoint(save, config, model, opt, max(start, steps))
     return model, losses, sec
 
 
@@ -224,10 +216,7 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--lr", type=float, default=None, help=f"SGD learning rate (default {DEFAULT_LR})")
     p.add_argument("--infer", action="store_true", help="inference benchmark instead of training")
-    args = p.parse_args()
-    if args.device == "tpu":
-        import torch_tpu
-        torch_tpu.set_eager_mode(args.mode)
+    args = parse_example_args(p)
     if args.infer:
         torch.manual_seed(0)
         model = ARCHS[args.arch](args.width).to(args.device)

@@ -21,6 +21,15 @@ def example_parser(doc: str, checkpoints: bool = False) -> argparse.ArgumentPars
     return p
 
 
+def parse_example_args(p: argparse.ArgumentParser) -> argparse.Namespace:
+    """Parses an example_parser()'s arguments and, on the tpu device, applies --mode."""
+    args = p.parse_args()
+    if args.device == "tpu":
+        import torch_tpu
+        torch_tpu.set_eager_mode(args.mode)
+    return args
+
+
 def save_checkpoint(path: str, config: dict, model: torch.nn.Module, opt: torch.optim.Optimizer, step: int,
                     data_rng: torch.Generator | None = None) -> None:
     """Everything a resumed run needs; tensors are saved from the device they live on. The random
@@ -39,14 +48,16 @@ def _rng_states(model: torch.nn.Module) -> dict:
 
 
 def load_checkpoint(path: str, config: dict, model: torch.nn.Module, opt: torch.optim.Optimizer,
-                    data_rng: torch.Generator | None = None) -> int:
-    """Restores a save_checkpoint() file into `model`, `opt` and `data_rng`; returns its step."""
+                    data_rng: torch.Generator | None = None, describe: Callable[[dict], str] = repr) -> int:
+    """Restores a save_checkpoint() file into `model`, `opt` and `data_rng`; returns its step.
+    A file saved for another `config` is refused, naming both (as `describe` words them)."""
     # Loaded to the host first: load_state_dict copies the weights into the model's device tensors,
     # and the optimizer moves each state tensor next to its parameter (keeping step counts on the
     # host, where PyTorch keeps them).
     ckpt = torch.load(path, map_location="cpu")
     if ckpt["config"] != config:
-        raise ValueError(f"{path} was saved for another model config: {ckpt['config']}")
+        raise ValueError(f"{path} was saved for another model config: {describe(ckpt['config'])}, "
+                         f"not {describe(config)}")
     model.load_state_dict(ckpt["model"])
     opt.load_state_dict(ckpt["optimizer"])
     if data_rng is not None:

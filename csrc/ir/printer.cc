@@ -161,6 +161,18 @@ class Printer {
     return r.str();
   }
 
+  // One line of a comparator/reducer region body: %out = compare(%x, %y) on scalars of type `t`.
+  void RegionCompare(const char* out, const char* x, const char* y, const char* dir, const std::string& t) {
+    os_ << "      %" << out << " = \"stablehlo.compare\"(%" << x << ", %" << y
+        << ") {comparison_direction = #stablehlo<comparison_direction " << dir << ">} : (" << t << ", " << t
+        << ") -> tensor<i1>\n";
+  }
+  // %out = opname(%x, %y) on i1 scalars (and, or, not-equal...).
+  void RegionLogic(const char* out, const char* opname, const char* x, const char* y) {
+    os_ << "      %" << out << " = \"stablehlo." << opname << "\"(%" << x << ", %" << y
+        << ") : (tensor<i1>, tensor<i1>) -> tensor<i1>\n";
+  }
+
   void PrintOp(int i) {
     const Op& op = g_.ops[i];
     int v = g_.num_params() + i;
@@ -187,16 +199,6 @@ class Printer {
         std::string id = std::to_string(i);
         bool is_max = static_cast<ReduceKind>(a.kind) == ReduceKind::kMax;
         bool is_float = IsFloat(in.dtype);
-        auto cmp = [&](const char* out, const char* x, const char* y, const char* dir,
-                       const std::string& t) {
-          os_ << "      %" << out << " = \"stablehlo.compare\"(%" << x << ", %" << y
-              << ") {comparison_direction = #stablehlo<comparison_direction " << dir << ">} : ("
-              << t << ", " << t << ") -> tensor<i1>\n";
-        };
-        auto logic = [&](const char* out, const char* opname, const char* x, const char* y) {
-          os_ << "      %" << out << " = \"stablehlo." << opname << "\"(%" << x << ", %" << y
-              << ") : (tensor<i1>, tensor<i1>) -> tensor<i1>\n";
-        };
         os_ << "%iota" << id << " = \"stablehlo.iota\"() {iota_dimension = " << a.a[0]
             << " : i64} : () -> " << it << "\n    %vinit" << id << " = stablehlo.constant dense<"
             << ArgInitLiteral(in.dtype, is_max) << "> : " << vt << "\n    %iinit" << id
@@ -204,20 +206,20 @@ class Printer {
             << ":2 = \"stablehlo.reduce\"(" << names_[op.operands[0]] << ", %iota" << id
             << ", %vinit" << id << ", %iinit" << id << ") ({\n    ^bb0(%av: " << vt
             << ", %ai: " << st << ", %bv: " << vt << ", %bi: " << st << "):\n";
-        cmp(is_float ? "gt" : "better", "av", "bv", is_max ? "GT" : "LT", vt);
-        cmp(is_float ? "eqv" : "eq", "av", "bv", "EQ", vt);
+        RegionCompare(is_float ? "gt" : "better", "av", "bv", is_max ? "GT" : "LT", vt);
+        RegionCompare(is_float ? "eqv" : "eq", "av", "bv", "EQ", vt);
         if (is_float) {
-          cmp("anan", "av", "av", "NE", vt);
-          cmp("bnan", "bv", "bv", "NE", vt);
+          RegionCompare("anan", "av", "av", "NE", vt);
+          RegionCompare("bnan", "bv", "bv", "NE", vt);
           os_ << "      %bnum = \"stablehlo.not\"(%bnan) : (tensor<i1>) -> tensor<i1>\n";
-          logic("nanwin", "and", "anan", "bnum");
-          logic("better", "or", "gt", "nanwin");
-          logic("bothnan", "and", "anan", "bnan");
-          logic("eq", "or", "eqv", "bothnan");
+          RegionLogic("nanwin", "and", "anan", "bnum");
+          RegionLogic("better", "or", "gt", "nanwin");
+          RegionLogic("bothnan", "and", "anan", "bnan");
+          RegionLogic("eq", "or", "eqv", "bothnan");
         }
-        cmp("lti", "ai", "bi", "LT", st);
-        logic("tie", "and", "eq", "lti");
-        logic("pick", "or", "better", "tie");
+        RegionCompare("lti", "ai", "bi", "LT", st);
+        RegionLogic("tie", "and", "eq", "lti");
+        RegionLogic("pick", "or", "better", "tie");
         os_ << "      %v = \"stablehlo.select\"(%pick, %av, %bv) : (tensor<i1>, " << vt << ", " << vt
             << ") -> " << vt << "\n"
             << "      %ix = \"stablehlo.select\"(%pick, %ai, %bi) : (tensor<i1>, " << st << ", " << st
@@ -236,36 +238,26 @@ class Printer {
         std::string vt = TensorType{in.dtype, {}}.ToString();
         std::string st = TensorType{DType::kI64, {}}.ToString();
         std::string id = std::to_string(i);
-        auto cmp = [&](const char* out, const char* x, const char* y, const char* dir,
-                       const std::string& t) {
-          os_ << "      %" << out << " = \"stablehlo.compare\"(%" << x << ", %" << y
-              << ") {comparison_direction = #stablehlo<comparison_direction " << dir << ">} : ("
-              << t << ", " << t << ") -> tensor<i1>\n";
-        };
-        auto logic = [&](const char* out, const char* opname, const char* x, const char* y) {
-          os_ << "      %" << out << " = \"stablehlo." << opname << "\"(%" << x << ", %" << y
-              << ") : (tensor<i1>, tensor<i1>) -> tensor<i1>\n";
-        };
         os_ << "%vinit" << id << " = stablehlo.constant dense<" << ArgInitLiteral(in.dtype, true)
             << "> : " << vt << "\n    %iinit" << id
             << " = stablehlo.constant dense<9223372036854775807> : " << st << "\n    " << name
             << ":2 = \"stablehlo.reduce_window\"(" << Operands(op) << ", %vinit" << id << ", %iinit"
             << id << ") ({\n    ^bb0(%av: " << vt << ", %ai: " << st << ", %bv: " << vt
             << ", %bi: " << st << "):\n";
-        cmp("gt", "av", "bv", "GT", vt);
-        cmp("eqv", "av", "bv", "EQ", vt);
-        cmp("anan", "av", "av", "NE", vt);
-        cmp("bnan", "bv", "bv", "NE", vt);
-        cmp("lti", "ai", "bi", "LT", st);
-        cmp("gti", "ai", "bi", "GT", st);
+        RegionCompare("gt", "av", "bv", "GT", vt);
+        RegionCompare("eqv", "av", "bv", "EQ", vt);
+        RegionCompare("anan", "av", "av", "NE", vt);
+        RegionCompare("bnan", "bv", "bv", "NE", vt);
+        RegionCompare("lti", "ai", "bi", "LT", st);
+        RegionCompare("gti", "ai", "bi", "GT", st);
         os_ << "      %bnum = \"stablehlo.not\"(%bnan) : (tensor<i1>) -> tensor<i1>\n";
-        logic("nanwin", "and", "anan", "bnum");
-        logic("bothnan", "and", "anan", "bnan");
-        logic("nantie", "and", "bothnan", "gti");
-        logic("numtie", "and", "eqv", "lti");
-        logic("p1", "or", "gt", "nanwin");
-        logic("p2", "or", "nantie", "numtie");
-        logic("pick", "or", "p1", "p2");
+        RegionLogic("nanwin", "and", "anan", "bnum");
+        RegionLogic("bothnan", "and", "anan", "bnan");
+        RegionLogic("nantie", "and", "bothnan", "gti");
+        RegionLogic("numtie", "and", "eqv", "lti");
+        RegionLogic("p1", "or", "gt", "nanwin");
+        RegionLogic("p2", "or", "nantie", "numtie");
+        RegionLogic("pick", "or", "p1", "p2");
         os_ << "      %v = \"stablehlo.select\"(%pick, %av, %bv) : (tensor<i1>, " << vt << ", "
             << vt << ") -> " << vt << "\n"
             << "      %ix = \"stablehlo.select\"(%pick, %ai, %bi) : (tensor<i1>, " << st << ", "
@@ -286,28 +278,19 @@ class Printer {
         std::string st = TensorType{DType::kI64, {}}.ToString();
         std::string id = std::to_string(i);
         bool desc = a.kind != 0;
-        auto cmp = [&](const char* out, const char* x, const char* y, const char* dir) {
-          os_ << "      %" << out << " = \"stablehlo.compare\"(%" << x << ", %" << y
-              << ") {comparison_direction = #stablehlo<comparison_direction " << dir << ">} : ("
-              << vt << ", " << vt << ") -> tensor<i1>\n";
-        };
-        auto logic = [&](const char* out, const char* opname, const char* x, const char* y) {
-          os_ << "      %" << out << " = \"stablehlo." << opname << "\"(%" << x << ", %" << y
-              << ") : (tensor<i1>, tensor<i1>) -> tensor<i1>\n";
-        };
         os_ << "%iota" << id << " = \"stablehlo.iota\"() {iota_dimension = " << a.i
             << " : i64} : () -> " << it << "\n    " << name << ":2 = \"stablehlo.sort\"("
             << names_[op.operands[0]] << ", %iota" << id << ") ({\n    ^bb0(%a: " << vt
             << ", %b: " << vt << ", %ai: " << st << ", %bi: " << st << "):\n";
-        cmp(IsFloat(in.dtype) ? "ord" : "before", "a", "b", desc ? "GT" : "LT");
+        RegionCompare(IsFloat(in.dtype) ? "ord" : "before", "a", "b", desc ? "GT" : "LT", vt);
         if (IsFloat(in.dtype)) {
-          cmp("anan", "a", "a", "NE");
-          cmp("bnan", "b", "b", "NE");
+          RegionCompare("anan", "a", "a", "NE", vt);
+          RegionCompare("bnan", "b", "b", "NE", vt);
           // ascending: b is NaN and a is not; descending: a is NaN and b is not
           os_ << "      %num = \"stablehlo.not\"(%" << (desc ? "bnan" : "anan")
               << ") : (tensor<i1>) -> tensor<i1>\n";
-          logic("nan", "and", "num", desc ? "anan" : "bnan");
-          logic("before", "or", "ord", "nan");
+          RegionLogic("nan", "and", "num", desc ? "anan" : "bnan");
+          RegionLogic("before", "or", "ord", "nan");
         }
         os_ << "      \"stablehlo.return\"(%before) : (tensor<i1>) -> ()\n"
             << "    }) {dimension = " << a.i << " : i64, is_stable = true} : (" << in.ToString()

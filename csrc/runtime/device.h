@@ -96,6 +96,12 @@ class Queue {
   Item& BeginEnqueue(std::unique_lock<std::mutex>& lock);
   uint64_t FinishEnqueue(std::unique_lock<std::mutex>& lock);
   void ReclaimLocked();
+  // Gives out the next sequence number (under mu_: numbers follow submission order).
+  uint64_t NextSeqLocked() {
+    uint64_t seq = seq_.load(std::memory_order_relaxed) + 1;
+    seq_.store(seq, std::memory_order_release);
+    return seq;
+  }
   void RecordErrorLocked(const Status& st, const TaskContext& ctx);
   void WorkerLoop();
   void WakeWaiters();
@@ -104,7 +110,7 @@ class Queue {
   // producer's lock miss the cache (and nothing else on the device's object shares those lines).
   const int device_;
   // Note [Queue memory]: a fixed ring of task slots, so queueing allocates nothing. The worker
-  // runs a task in its slot and publishes `completed_`; it never touches the slot again. Producers
+  // runs a task in its slot and publishes `ring_done_`; it never touches the slot again. Producers
   // (under mu_) reclaim finished slots -- destroying the launch's bindings, which releases buffers
   // -- before they queue the next task, so memory is freed on the thread that allocated it
   // (freeing on the worker made every op pay for cross-thread malloc traffic) and promptly.

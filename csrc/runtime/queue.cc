@@ -71,8 +71,7 @@ uint64_t Queue::Enqueue(Task task, TaskContext ctx) {
   Item& slot = BeginEnqueue(lock);
   slot.task = std::move(task);
   slot.ctx = std::move(ctx);
-  slot.seq = seq_.load(std::memory_order_relaxed) + 1;
-  seq_.store(slot.seq, std::memory_order_release);
+  slot.seq = NextSeqLocked();
   return FinishEnqueue(lock);
 }
 
@@ -84,8 +83,7 @@ uint64_t Queue::EnqueueLaunch(Executor* executor, ExecutablePtr exe, Binding* pa
     // Idle: every earlier task has finished (the worker publishes completed_ before ring_done_),
     // and holding mu_ keeps later ones out until this one is done.
     ReclaimLocked();
-    uint64_t seq = seq_.load(std::memory_order_relaxed) + 1;
-    seq_.store(seq, std::memory_order_release);
+    uint64_t seq = NextSeqLocked();
     // Buffer use marks are skipped: they tell a sync point what to wait for, and this is done.
     Launch& launch = inline_launch_;
     launch.executable = std::move(exe);
@@ -102,8 +100,7 @@ uint64_t Queue::EnqueueLaunch(Executor* executor, ExecutablePtr exe, Binding* pa
     return seq;
   }
   Item& slot = BeginEnqueue(lock);
-  uint64_t seq = seq_.load(std::memory_order_relaxed) + 1;
-  seq_.store(seq, std::memory_order_release);
+  uint64_t seq = NextSeqLocked();
   slot.seq = seq;
   slot.executor = executor;
   slot.launch.executable = std::move(exe);
@@ -148,7 +145,7 @@ void Queue::WorkerLoop() {
       }
     }
     // The producer finished writing this slot before publishing `submitted_` (release/acquire),
-    // and will not touch it again until `completed_` passes it.
+    // and will not touch it again until `ring_done_` passes it.
     Item& item = ring_[(next - 1) % ring_.size()];
     uint64_t seq = item.seq;
     Status st = item.task ? item.task() : item.executor->Run(item.launch);

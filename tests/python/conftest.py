@@ -93,3 +93,20 @@ def _assert_tree_close(actual, expected, rtol, atol, check_dtype):
             _assert_tree_close(a, e, rtol, atol, check_dtype)
     else:
         assert actual == expected, f"{actual!r} != {expected!r}"
+
+
+def autocast_bf16_losses(model, x, y, steps=3, lr=3e-3):
+    """Trains a (logits, loss) = model(x, y) language model for `steps` AdamW steps under
+    torch.autocast("tpu") and returns the losses; the logits must come out in bfloat16."""
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    x, y = x.to("tpu"), y.to("tpu")
+    losses = []
+    for _ in range(steps):
+        with torch.autocast("tpu"):
+            logits, loss = model(x, y)
+        assert logits.dtype == torch.bfloat16
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses

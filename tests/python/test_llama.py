@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import torch_tpu
+from conftest import autocast_bf16_losses
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 import llama  # noqa: E402
@@ -102,16 +103,6 @@ def test_checkpoint_of_another_config_is_refused(tmp_path):
 def test_bf16_autocast_training_runs_natively(no_fallback):
     torch.manual_seed(0)
     model = llama.Llama(small("llama")).to("tpu")
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     x, y = DATA.batch(4, 16, torch.Generator().manual_seed(0))
-    x, y = x.to("tpu"), y.to("tpu")
-    losses = []
-    for _ in range(3):
-        with torch.autocast("tpu"):
-            logits, loss = model(x, y)
-        assert logits.dtype == torch.bfloat16
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = autocast_bf16_losses(model, x, y)
     assert losses[-1] < losses[0]

@@ -46,11 +46,11 @@ def test_mm_strided_views(mode, no_fallback, layout):
     check_same(fn, a, b)
 
 
-@pytest.mark.parametrize("k", [32, 33])  # 32*32*32 multiply-adds: the last size of the small-product path
+@pytest.mark.parametrize("k", [32, 33])
 @pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
-def test_mm_small_product_path_boundary(mode, no_fallback, k, ta, tb):
-    # Small float32 products take oneDNN's sgemm call, larger ones its matmul primitive: both,
-    # in every transposition, must give CPU's result.
+def test_mm_transposed_operands(mode, no_fallback, k, ta, tb):
+    # Every transposition of both operands (bound as strided views), as mm and as a batched
+    # product with a broadcast lhs: each layout is its own cached oneDNN primitive.
     a = rand(k, 32).t() if ta else rand(32, k)
     b = rand(32, k).t() if tb else rand(k, 32)
     check_same(torch.mm, a, b)

@@ -16,6 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_tpu
+from conftest import autocast_bf16_losses
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 import char_gpt  # noqa: E402
@@ -121,18 +122,8 @@ def test_transformer_generation_matches_cpu(no_fallback):
 def test_bf16_autocast_training_runs_natively(no_fallback):
     torch.manual_seed(0)
     model = small_gpt().to("tpu")
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     x, y = gpt_batches()[0]
-    x, y = x.to("tpu"), y.to("tpu")
-    losses = []
-    for _ in range(3):
-        with torch.autocast("tpu"):
-            logits, loss = model(x, y)
-        assert logits.dtype == torch.bfloat16
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = autocast_bf16_losses(model, x, y)
     assert losses[-1] < losses[0]
 
 

@@ -76,6 +76,20 @@ int64_t SpatialSize(const View& v) {
   return n;
 }
 
+// A negative padding crops: drops -lo leading / -hi trailing elements of `v` along `dim` and
+// leaves that side's padding at 0.
+void CropNegativePadding(View& v, int dim, int64_t& lo, int64_t& hi) {
+  if (lo < 0) {
+    v.data = Offset(v.data, -lo * v.strides[dim], v.dtype);
+    v.dims[dim] += lo;
+    lo = 0;
+  }
+  if (hi < 0) {
+    v.dims[dim] += hi;
+    hi = 0;
+  }
+}
+
 // Clips negative padding into the lhs view and drops the lhs tail no window reaches, so that
 // the padded extent is exactly what the output needs (oneDNN wants consistent sizes).
 bool FitLhs(const ConvolutionSpec& s, View& L, const View& R, const View& Y, dims_t& pl,
@@ -85,15 +99,7 @@ bool FitLhs(const ConvolutionSpec& s, View& L, const View& R, const View& Y, dim
     int64_t lo = s.padding_low[d], hi = s.padding_high[d], k = R.dims[2 + d];
     int64_t ext = (k - 1) * s.rhs_dilation[d] + 1, st = s.window_strides[d];
     int64_t& len = L.dims[2 + d];
-    if (lo < 0) {
-      L.data = Offset(L.data, -lo * L.strides[2 + d], L.dtype);
-      len += lo;
-      lo = 0;
-    }
-    if (hi < 0) {
-      len += hi;
-      hi = 0;
-    }
+    CropNegativePadding(L, 2 + d, lo, hi);
     int64_t span = len + lo + hi - ext;
     if (len <= 0 || span < 0) return false;
     hi -= span % st;
@@ -164,15 +170,7 @@ bool PlanProblem(const ConvolutionSpec& s, View L, View R, View Y, Problem* p,
       ZeroFill(Y);
       zeroed = true;
     }
-    if (lo < 0) {
-      Y.data = Offset(Y.data, -lo * Y.strides[2 + d], Y.dtype);
-      len += lo;
-      lo = 0;
-    }
-    if (hi < 0) {
-      len += hi;
-      hi = 0;
-    }
+    CropNegativePadding(Y, 2 + d, lo, hi);
     if (len <= 0) return false;
     if (len + lo + hi - ext - 1 != (L.dims[2 + d] - 1) * s.lhs_dilation[d]) return false;
     p->pad_l.push_back(lo);
