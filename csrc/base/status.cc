@@ -9,6 +9,8 @@ const char* CodeName(Code code) {
     case Code::kOutOfRange: return "OUT_OF_RANGE";
     case Code::kResourceExhausted: return "RESOURCE_EXHAUSTED";
     case Code::kUnimplemented: return "UNIMPLEMENTED";
+    case Code::kFailedPrecondition: return "FAILED_PRECONDITION";
+    case Code::kCancelled: return "CANCELLED";
     case Code::kInternal: return "INTERNAL";
   }
   return "UNKNOWN";

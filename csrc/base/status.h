@@ -14,6 +14,8 @@ enum class Code {
   kOutOfRange,       // data-dependent index error found while running
   kResourceExhausted,  // device memory
   kUnimplemented,    // op/dtype combination the backend does not support
+  kFailedPrecondition,  // the state does not allow it (a value a failed op never computed)
+  kCancelled,        // the work was cancelled (an interrupt at a sync point)
   kInternal,         // a bug in torch_tpu
 };
 
@@ -28,6 +30,7 @@ class [[nodiscard]] Status {
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
   std::string ToString() const;
+  void IgnoreError() const {}
 
  private:
   Code code_ = Code::kOk;
@@ -38,6 +41,8 @@ inline Status InvalidArgument(std::string m) { return Status(Code::kInvalidArgum
 inline Status OutOfRange(std::string m) { return Status(Code::kOutOfRange, std::move(m)); }
 inline Status ResourceExhausted(std::string m) { return Status(Code::kResourceExhausted, std::move(m)); }
 inline Status Unimplemented(std::string m) { return Status(Code::kUnimplemented, std::move(m)); }
+inline Status FailedPrecondition(std::string m) { return Status(Code::kFailedPrecondition, std::move(m)); }
+inline Status Cancelled(std::string m) { return Status(Code::kCancelled, std::move(m)); }
 inline Status Internal(std::string m) { return Status(Code::kInternal, std::move(m)); }
 
 template <typename T>

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -50,8 +51,10 @@ struct Attrs {
   int64_t kind = 0;
   double f = 0.0;
   bool operator==(const Attrs& o) const {
+    // Bitwise for f: a NaN constant must equal itself, or its program would miss the cache on
+    // every call (and +0.0 / -0.0 are different constants).
     return a == o.a && b == o.b && c == o.c && d == o.d && e == o.e && i == o.i && kind == o.kind &&
-           f == o.f;
+           std::memcmp(&f, &o.f, sizeof(f)) == 0;
   }
 };
 
@@ -60,6 +63,10 @@ struct Op {
   SmallVector<int, 4> operands;
   TensorType type;
   Attrs attrs;
+  // The index of the op of the program as submitted that this op computes (Optimize numbers
+  // them; passes carry it along), so a run-time error names the user's op. Not part of the
+  // program's identity: fingerprints and structural equality ignore it.
+  int32_t src = -1;
 };
 
 struct Graph {

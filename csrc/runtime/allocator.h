@@ -1,12 +1,9 @@
-// Device-memory allocator with a capacity budget (the chip's HBM, capped by what the host can
-// back) and a size-bucketed cache of freed blocks. Exceeding the budget is a ResourceExhausted
-// status, never an overcommitted allocation.
+// Allocator: creates a device's buffers and keeps its memory budget. Each backend implements it
+// (the host's caching allocator is runtime/host/host_allocator.h). Exceeding the budget is a
+// ResourceExhausted status, never an overcommitted allocation.
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <mutex>
-#include <vector>
 
 #include "base/status.h"
 #include "runtime/buffer.h"
@@ -22,24 +19,21 @@ struct MemoryStats {
 
 class Allocator {
  public:
-  Allocator(int device, int64_t capacity) : device_(device) { stats_.capacity = capacity; }
-  ~Allocator();
-  // A buffer of at least nbytes (64-byte aligned), with one reference owned by the caller.
-  StatusOr<Buffer*> Allocate(int64_t nbytes);
-  void Free(Buffer* buffer);
-  MemoryStats stats() const;
-  void ResetPeak();
-  void ResetAccumulated();
-  void EmptyCache();
-  int64_t capacity() const { return stats_.capacity; }
-
- private:
-  static int64_t RoundSize(int64_t nbytes);
-  void EmptyCacheLocked();
-  int device_;
-  mutable std::mutex mu_;
-  MemoryStats stats_;
-  std::map<int64_t, std::vector<void*>> cache_;  // rounded size -> free blocks
+  virtual ~Allocator() = default;
+  // A buffer of `nbytes` with one reference owned by the caller. With `materialize` its memory is
+  // attached (and counted) now, so running out of memory is reported here; otherwise when a queue
+  // operation first needs it (Materialize).
+  virtual StatusOr<Buffer*> Allocate(int64_t nbytes, bool materialize = true) = 0;
+  // Attaches memory to a buffer that has none yet (no-op when it has). Thread-safe.
+  virtual Status Materialize(Buffer* buffer) = 0;
+  // Called by Buffer::Release on the last reference: returns its memory and deletes it.
+  virtual void Free(Buffer* buffer) = 0;
+  virtual MemoryStats stats() const = 0;
+  virtual void ResetPeak() = 0;
+  virtual void ResetAccumulated() = 0;
+  // Returns cached (freed but kept) memory to the system.
+  virtual void EmptyCache() = 0;
+  virtual int64_t capacity() const = 0;
 };
 
 // Bytes of memory the host can really back (MemAvailable at startup).

@@ -1,11 +1,16 @@
-// Buffer: bytes on one device, reference counted. Views (Binding) address part of a buffer with
-// an element offset and strides, so PyTorch views and in-place ops on views need no copies.
+// Buffer: one allocation of device memory, reference counted and opaque to everything above the
+// backend. Its contents belong to the backend that made it (host memory on the host executor, a
+// PJRT_Buffer on PJRT); the host reads or writes them only through queue copies (runtime/queue.h).
+//
+// Binding: an argument of a launched program -- elements of a buffer described by a byte offset,
+// dims and strides (in elements), or a host scalar whose bytes live inline. Strided bindings are
+// the host executor's optimization (Backend::strided_bindings()); other backends take dense,
+// whole-buffer bindings only.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <utility>
-#include <vector>
 
 #include "ir/types.h"
 
@@ -15,14 +20,29 @@ class Allocator;
 
 class Buffer {
  public:
-  Buffer(void* data, int64_t nbytes, Allocator* allocator, int device)
-      : data_(data), nbytes_(nbytes), allocator_(allocator), device_(device) {}
-  void* data() const { return data_; }
+  Buffer(int64_t nbytes, Allocator* allocator, int device);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  // Note [Device pointers]: the address a framework may use for this buffer's memory -- unique
+  // among live buffers, with room for 64 GiB of offsets, and never memory: it is non-canonical,
+  // so a stray host access faults at once instead of reading something. FromDeviceAddress maps
+  // any address inside [device_address(), device_address() + nbytes()) back to the buffer.
+  void* device_address() const { return reinterpret_cast<void*>(kAddressTag | (uint64_t{id_} << kAddressShift)); }
+  static Buffer* FromDeviceAddress(const void* address);
+  static constexpr uint64_t kAddressTag = uint64_t{1} << 62;
+  static constexpr int kAddressShift = 36;
+
   int64_t nbytes() const { return nbytes_; }
   int device() const { return device_; }
+  Allocator* allocator() const { return allocator_; }
+
   void Retain() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void Release();  // frees through the allocator on the last release
-  // Sequence number of the last queued program that reads or writes this buffer.
+  int refs() const { return refs_.load(std::memory_order_acquire); }
+
+  // Sequence number of the last queued task that reads or writes this buffer.
   uint64_t last_use() const { return last_use_.load(std::memory_order_acquire); }
   // Monotonic: producers on several threads may mark out of order.
   void MarkUse(uint64_t seq) {
@@ -31,48 +51,52 @@ class Buffer {
     }
   }
 
+  // The backend's contents: null until the allocator materializes them (memory is attached when
+  // a queue operation first needs it, so values the deferred engine never writes take none).
+  // Only the owning backend interprets the pointer; a backend may replace it when a task writes
+  // the buffer (PJRT's outputs are new buffers).
+  void* contents() const { return contents_.load(std::memory_order_acquire); }
+  void set_contents(void* p) { contents_.store(p, std::memory_order_release); }
+  bool materialized() const { return contents() != nullptr; }
+
+  // Note [Failed buffers]: nonzero while the buffer holds no valid value because the task that
+  // was to write it failed, or was skipped because one of its inputs had failed: the sequence
+  // number of the task whose error explains it. The queue sets and clears it; tasks that read a
+  // failed buffer do not run (their results fail with the same origin), and a sync point that
+  // reads it raises the origin's error.
+  uint64_t failed() const { return failed_.load(std::memory_order_acquire); }
+  void set_failed(uint64_t origin) { failed_.store(origin, std::memory_order_release); }
+
+  // The deferred engine's record of this buffer in its device's open window (csrc/torch/deferred):
+  // an index into the window's table, valid while `window_epoch` equals the window's epoch.
+  // Touched only under that window's lock.
+  int32_t window_slot = -1;
+  uint32_t window_epoch = 0;
+
  private:
-  void* data_;
   int64_t nbytes_;
   Allocator* allocator_;
   int device_;
   std::atomic<int> refs_{1};
   std::atomic<uint64_t> last_use_{0};
-};
-
-// A typed strided view: element offset/strides in elements, like a PyTorch tensor.
-struct View {
-  void* data = nullptr;  // already offset to the first element
-  DType dtype = DType::kF32;
-  Dims dims;
-  Dims strides;
-
-  int64_t NumElements() const {
-    int64_t n = 1;
-    for (int64_t d : dims) n *= d;
-    return n;
-  }
-  bool IsContiguous() const {
-    int64_t expected = 1;
-    for (int i = static_cast<int>(dims.size()) - 1; i >= 0; --i) {
-      if (dims[i] != 1 && strides[i] != expected) return false;
-      expected *= dims[i];
-    }
-    return true;
-  }
+  std::atomic<void*> contents_{nullptr};
+  std::atomic<uint64_t> failed_{0};
+  uint32_t id_;  // index in the live-buffer table (Note [Device pointers])
 };
 
 Dims ContiguousStrides(const Dims& dims);
+bool IsContiguous(const Dims& dims, const Dims& strides);
 
-// An argument of a launched program: a view plus the buffer it keeps alive (null for host
-// scalars, whose bytes live inline so a Python number never needs a device allocation).
 class Binding {
  public:
   Binding() = default;
-  Binding(Buffer* buffer, View view) : buffer_(buffer), view_(std::move(view)) {
-    if (buffer_) buffer_->Retain();
-  }
-  static Binding Scalar(DType dtype, const void* bytes);
+  // Elements of `buffer` starting `byte_offset` bytes in (strides in elements; empty: contiguous).
+  Binding(Buffer* buffer, int64_t byte_offset, DType dtype, Dims dims, Dims strides = {});
+  // A host scalar (up to 16 bytes: rank 0, or a short vector such as an RNG state).
+  static Binding Scalar(DType dtype, const void* bytes, Dims dims = {});
+  // Host memory the caller owns and keeps alive (the host executor's own tests and kernels).
+  static Binding External(void* data, DType dtype, Dims dims, Dims strides = {});
+
   Binding(const Binding&) = delete;
   Binding& operator=(const Binding&) = delete;
   Binding(Binding&& o) noexcept { *this = std::move(o); }
@@ -80,13 +104,29 @@ class Binding {
   ~Binding() {
     if (buffer_) buffer_->Release();
   }
+
   Buffer* buffer() const { return buffer_; }
-  const View& view() const { return view_; }
+  int64_t byte_offset() const { return offset_; }
+  DType dtype() const { return dtype_; }
+  const Dims& dims() const { return dims_; }
+  const Dims& strides() const { return strides_; }
+  TensorType type() const { return TensorType{dtype_, dims_}; }
+  bool is_inline() const { return !buffer_ && !external_; }
+  const void* inline_bytes() const { return inline_; }
+  void* external() const { return external_; }
+  int64_t NumElements() const;
+  // Contiguous from the start of its buffer and covering all of it.
+  bool CoversBuffer() const;
+  bool IsContiguous() const { return ::tpu::IsContiguous(dims_, strides_); }
 
  private:
   Buffer* buffer_ = nullptr;
-  View view_;
-  alignas(8) unsigned char inline_[8] = {};
+  void* external_ = nullptr;
+  int64_t offset_ = 0;
+  DType dtype_ = DType::kF32;
+  Dims dims_;
+  Dims strides_;
+  alignas(16) unsigned char inline_[16] = {};
 };
 
 }  // namespace tpu

@@ -1,6 +1,6 @@
-// Executable: what a device runs. The compiler (csrc/compiler) builds it from a verified Graph:
-// fusion groups elementwise chains into regions, the buffer plan gives every intermediate a slot.
-// It is independent of argument strides: views arrive with each launch.
+// Executable: a compiled program, as a backend made it from a verified Graph. Backend-neutral:
+// what it holds beyond this (the host executor's fused regions and buffer plan, a PJRT loaded
+// executable) is the backend's own type derived from it.
 #pragma once
 
 #include <cstdint>
@@ -12,47 +12,34 @@
 
 namespace tpu {
 
-// Register slots the host executor gives one fused region (the planner never exceeds it).
-constexpr int kMaxRegionValues = 64;
-
-// A fused elementwise region: one pass over `shape`, reading `inputs` (possibly through layout
-// ops inside the region, which become strided loads) and writing `outputs`.
-struct FusedRegion {
-  Dims shape;
-  std::vector<int> ops;      // op indices, in order (all elementwise)
-  std::vector<int> inputs;   // values produced outside the region
-  std::vector<int> outputs;  // values used after the region or returned
-  // Register slots (inputs first, then one per op), precomputed so a launch does no lookups.
-  std::vector<SmallVector<int, 4>> operand_slots;  // per op
-  std::vector<int> output_slots;                   // per output
-};
-
-enum class StepKind : uint8_t { kFused, kKernel, kView };
-struct Step {
-  StepKind kind;
-  int index;  // region index (kFused) or op index (kKernel, kView)
-};
-
-enum class SlotKind : uint8_t { kParam, kTemp, kView, kInRegion };
-struct ValueSlot {
-  SlotKind kind = SlotKind::kTemp;
-  int64_t offset = 0;  // byte offset into scratch (kTemp)
-};
-
-struct Executable {
-  Graph graph;   // after passes: what the steps index into
-  Graph source;  // as submitted: the cache compares it to rule out fingerprint collisions
-  uint64_t fingerprint = 0;
-  std::vector<FusedRegion> regions;
-  std::vector<Step> steps;
-  std::vector<ValueSlot> slots;  // one per value
-  std::vector<int> producer_step;  // per value: the step that writes it (-1 for parameters)
-  int64_t scratch_bytes = 0;
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  // The program as submitted: parameter and result types, and what the compile cache compares
+  // against to rule out fingerprint collisions.
+  const Graph& source() const { return source_; }
+  uint64_t fingerprint() const { return fingerprint_; }
+  const std::string& name() const { return name_; }
   // Rough cost: elements produced, times the contraction length for dot_general/convolution and
-  // the input length for reductions. The host queue runs programs below a small work bound on
-  // the submitting thread when it is idle (see Queue::EnqueueLaunch).
-  int64_t work = 0;
-  std::string name;  // for errors and profiles
+  // the input length for reductions. A queue may run a program below a small bound on the
+  // submitting thread when it is idle (WorkerQueue::Launch).
+  int64_t work() const { return work_; }
+  // Maps an op index of the executed program back to the op of source() it came from (-1 when
+  // it has none); errors name the user's op through it.
+  virtual int SourceOp(int executed_op) const { return executed_op; }
+
+  void set_source(Graph g) { source_ = std::move(g); }
+  void set_identity(uint64_t fingerprint, std::string name, int64_t work) {
+    fingerprint_ = fingerprint;
+    name_ = std::move(name);
+    work_ = work;
+  }
+
+ private:
+  Graph source_;
+  uint64_t fingerprint_ = 0;
+  std::string name_;
+  int64_t work_ = 0;
 };
 
 using ExecutablePtr = std::shared_ptr<const Executable>;

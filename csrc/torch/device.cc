@@ -20,27 +20,35 @@ thread_local int current_device = 0;
 
 // ---------------------------------------------------------------------------------------------
 // Allocator
+// Device memory is opaque (runtime/buffer.h): the pointer a tpu DataPtr carries is the Buffer's
+// device address (Note [Device pointers]) -- unique among live storages, so tensor.data_ptr()
+// identifies storages and offsets within them as PyTorch expects, and never dereferenced as
+// memory. The Buffer is also the DataPtr's context.
 class TpuAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     int index = CurrentDeviceIndex();
     Device& device = DeviceFor(index);
-    auto result = device.allocator().Allocate(static_cast<int64_t>(nbytes));
-    if (!result.ok()) {
-      // Queued and finished programs may still hold buffers Python has released: reclaim them
-      // before reporting out-of-memory.
-      device.queue().Drain();
-      device.allocator().EmptyCache();
-      result = device.allocator().Allocate(static_cast<int64_t>(nbytes));
-    }
+    auto result = device.allocator().Allocate(static_cast<int64_t>(nbytes), /*materialize=*/false);
     if (!result.ok()) ThrowStatus(result.status());
     Buffer* buffer = result.value();
-    return c10::DataPtr(buffer->data(), buffer, &Release,
-                        c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)));
+    c10::DataPtr ptr(buffer->device_address(), buffer, &ReleaseFn,
+                     c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)));
+    // Memory is attached now, so running out of it is reported at the user's line.
+    if (MaterializeEagerly()) MaterializeOrThrow(buffer);
+    return ptr;
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
-    default_copy_data(dest, src, count);
+    // Both are device addresses of this allocator's buffers (Note [Device pointers]).
+    if (count == 0) return;
+    Buffer* d = Buffer::FromDeviceAddress(dest);
+    Buffer* s = Buffer::FromDeviceAddress(src);
+    TORCH_CHECK(d && s && dest == d->device_address() && src == s->device_address(),
+                "tpu allocator: copy_data of memory it did not allocate");
+    MaterializeOrThrow(d);
+    MaterializeOrThrow(s);
+    DeviceFor(d->device()).queue().Copy(s, 0, d, 0, static_cast<int64_t>(count), TaskContext("storage copy"));
   }
   bool initialized() override { return true; }
   void emptyCache(c10::MempoolId_t) override {
@@ -75,14 +83,13 @@ class TpuAllocator final : public c10::DeviceAllocator {
   void resetPeakStats(c10::DeviceIndex device) override {
     DeviceFor(device < 0 ? 0 : device).allocator().ResetPeak();
   }
+  static void ReleaseFn(void* ctx) { static_cast<Buffer*>(ctx)->Release(); }
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
     DeviceFor(device < 0 ? 0 : device).queue().CollectGarbage();
     MemoryStats s = DeviceFor(device < 0 ? 0 : device).allocator().stats();
     return {static_cast<size_t>(s.capacity - s.reserved), static_cast<size_t>(s.capacity)};
   }
 
- private:
-  static void Release(void* ctx) { static_cast<Buffer*>(ctx)->Release(); }
 };
 
 TpuAllocator g_allocator;
@@ -209,16 +216,20 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
   }
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override { return exchangeDevice(d); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
-    // Allocate, copy the old bytes once the queue is done with them, swap the data pointer.
+    // A new buffer, the old bytes copied into it on the device queue, the data pointer swapped.
     auto* impl = storage.unsafeGetStorageImpl();
     size_t old = impl->nbytes();
     // Allocate on the storage's own device, not the current one.
     c10::DeviceGuard guard(storage.device());
     c10::DataPtr fresh = g_allocator.allocate(newsize);
-    if (old > 0 && impl->data_ptr().get()) {
-      auto* buffer = static_cast<Buffer*>(impl->data_ptr().get_context());
-      if (buffer) Check(DeviceFor(buffer->device()).queue().WaitFor(buffer->last_use()));
-      std::memcpy(fresh.get(), impl->data_ptr().get(), std::min(old, newsize));
+    auto* buffer = static_cast<Buffer*>(impl->data_ptr().get_context());
+    size_t keep = std::min(old, newsize);
+    if (keep > 0 && buffer) {
+      PrepareHostAccess(buffer);  // the old bytes may still be pending in a fused window
+      auto* dst = static_cast<Buffer*>(fresh.get_context());
+      MaterializeOrThrow(dst);
+      MaterializeOrThrow(buffer);
+      DeviceFor(buffer->device()).queue().Copy(buffer, 0, dst, 0, static_cast<int64_t>(keep), TaskContext("resize_"));
     }
     impl->set_data_ptr_noswap(std::move(fresh));
     impl->set_nbytes(newsize);
@@ -358,16 +369,85 @@ void SetCurrentDeviceIndex(int index) {
 }
 
 Buffer* BufferOf(const at::Tensor& t) {
-  return static_cast<Buffer*>(t.storage().data_ptr().get_context());
+  const c10::DataPtr& p = t.storage().data_ptr();
+  if (p.get_deleter() == &TpuAllocator::ReleaseFn) return static_cast<Buffer*>(p.get_context());
+  // A DataPtr made elsewhere over one of our device addresses (torch.from_blob on a tpu data
+  // pointer, as legacy serialization does).
+  return p.get() ? Buffer::FromDeviceAddress(p.get()) : nullptr;
 }
 
-View ViewOf(const at::Tensor& t) {
-  View v;
-  v.dtype = ToDType(t.scalar_type());
-  v.data = static_cast<char*>(t.storage().data_ptr().get()) + t.storage_offset() * t.element_size();
-  v.dims.assign(t.sizes().begin(), t.sizes().end());
-  v.strides.assign(t.strides().begin(), t.strides().end());
-  return v;
+namespace {
+// The buffer behind `t` and the byte offset of its storage's start in it.
+Buffer* CheckedBufferOf(const at::Tensor& t, int64_t* storage_start) {
+  Buffer* b = BufferOf(t);
+  TORCH_CHECK(b || t.storage().nbytes() == 0,
+              "this tpu tensor's storage is not memory torch_tpu allocated (torch.from_blob on an address that is "
+              "no tpu tensor's), so it cannot be addressed; create it with torch.empty(..., device='tpu')");
+  *storage_start = b ? static_cast<const char*>(t.storage().data()) - static_cast<const char*>(b->device_address()) : 0;
+  return b;
+}
+}  // namespace
+
+Binding BindingOf(const at::Tensor& t) {
+  int64_t start;
+  Buffer* b = CheckedBufferOf(t, &start);
+  return Binding(b, start + t.storage_offset() * static_cast<int64_t>(t.element_size()), ToDType(t.scalar_type()),
+                 Dims(t.sizes().begin(), t.sizes().end()), Dims(t.strides().begin(), t.strides().end()));
+}
+
+bool CoversStorage(const at::Tensor& t) {
+  return t.storage_offset() == 0 && t.is_contiguous() &&
+         static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();
+}
+
+StorageSpan SpanOf(const at::Tensor& t) {
+  // The byte range [lo, hi) that t's elements occupy (strides may be negative in principle).
+  int64_t lo = t.storage_offset(), hi = t.storage_offset();
+  if (t.numel() > 0) {
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      int64_t reach = (t.size(d) - 1) * t.stride(d);
+      if (reach < 0) lo += reach;
+      else hi += reach;
+    }
+    hi += 1;
+  }
+  int64_t es = static_cast<int64_t>(t.element_size());
+  int64_t start;
+  Buffer* b = CheckedBufferOf(t, &start);
+  return StorageSpan{b, start + lo * es, (hi - lo) * es};
+}
+
+at::Tensor ReadToHost(const at::Tensor& t) {
+  static Counter* d2h = GetCounter("transfers_to_host");
+  static Counter* d2h_bytes = GetCounter("transfer_bytes_to_host");
+  StorageSpan span = SpanOf(t);
+  // The span's bytes, then t's view of them: the same sizes and strides, from the span's start.
+  at::Tensor bytes = at::empty({span.nbytes}, at::TensorOptions().dtype(at::kByte));
+  at::Tensor host = at::empty({0}, at::TensorOptions().dtype(t.scalar_type()));
+  int64_t first = t.storage_offset();  // the element the span starts at, in t's own numbering
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.stride(d) < 0 && t.size(d) > 0) first += (t.size(d) - 1) * t.stride(d);
+  host.set_(bytes.storage(), t.storage_offset() - first, t.sizes(), t.strides());
+  if (span.nbytes == 0) return host;
+  SyncTensor(t);
+  d2h->Add();
+  d2h_bytes->Add(span.nbytes);
+  Check(DeviceOf(t).queue().Read(span.buffer, span.offset, span.nbytes, bytes.data_ptr()));
+  return host;
+}
+
+void MaterializeOrThrow(Buffer* buffer) {
+  if (buffer->materialized()) return;
+  Device& device = DeviceFor(buffer->device());
+  Status st = device.allocator().Materialize(buffer);
+  if (!st.ok() && st.code() == Code::kResourceExhausted) {
+    // Queued and finished programs may still hold buffers Python has released: reclaim them
+    // before reporting out-of-memory.
+    device.queue().Drain();
+    device.allocator().EmptyCache();
+    st = device.allocator().Materialize(buffer);
+  }
+  Check(st);
 }
 
 namespace {
@@ -391,6 +471,9 @@ void ThrowStatus(const Status& s) {
       TORCH_CHECK_NOT_IMPLEMENTED(false, s.message());
     case Code::kInvalidArgument:
       TORCH_CHECK(false, s.message());
+    case Code::kFailedPrecondition:
+    case Code::kCancelled:
+      TORCH_CHECK(false, s.message());
     case Code::kInternal:
       TORCH_CHECK(false, "torch_tpu internal error (please report): ", s.message());
     case Code::kOk:
@@ -403,13 +486,14 @@ void SyncTensor(const at::Tensor& t) {
   static Counter* syncs = GetCounter("host_syncs");
   syncs->Add();
   Buffer* b = BufferOf(t);
-  Queue& q = DeviceOf(t).queue();
-  Check(q.WaitFor(b ? b->last_use() : q.submitted()));
+  if (b) PrepareHostAccess(b);
+  Check(DeviceOf(t).queue().SyncBuffer(b));
 }
 
 void SyncDevice(int index) {
   static Counter* syncs = GetCounter("host_syncs");
   syncs->Add();
+  PrepareDeviceSync(index);
   Check(DeviceFor(index).queue().Synchronize());
 }
 

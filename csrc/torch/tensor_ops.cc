@@ -45,11 +45,10 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::opti
   return at::detail::empty_strided_generic(size, stride, GetTpuAllocator(), kTpuKeys, dt);
 }
 
-// Waits for queued work on the storage, then grows it (the allocator copies the old bytes).
+// Grows the storage (the hooks copy the old bytes into the new buffer on the device queue).
 void GrowStorage(const at::Tensor& self, size_t nbytes) {
   const at::Storage& storage = self.storage();
   if (nbytes <= storage.nbytes()) return;
-  if (storage.data_ptr().get_context()) SyncTensor(self);
   at::native::resize_bytes_nocuda(storage, c10::SymInt(static_cast<int64_t>(nbytes)));
 }
 
@@ -101,24 +100,11 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_source_storage_offset(self, std::move(storage), 0, {0}, {1});
 }
 
-// A CPU tensor aliasing a device tensor's memory (host memory on the host executor).
-at::Tensor HostAlias(const at::Tensor& t) {
-  View v = ViewOf(t);
-  return at::from_blob(v.data, t.sizes(), t.strides(), at::TensorOptions().dtype(t.scalar_type()));
-}
-
-void CountTransfer(const char* dir, int64_t bytes) {
+void CountToDevice(int64_t bytes) {
   static Counter* h2d = GetCounter("transfers_to_device");
   static Counter* h2d_bytes = GetCounter("transfer_bytes_to_device");
-  static Counter* d2h = GetCounter("transfers_to_host");
-  static Counter* d2h_bytes = GetCounter("transfer_bytes_to_host");
-  if (dir[0] == 'h') {
-    h2d->Add();
-    h2d_bytes->Add(bytes);
-  } else {
-    d2h->Add();
-    d2h_bytes->Add(bytes);
-  }
+  h2d->Add();
+  h2d_bytes->Add(bytes);
 }
 
 // Device-side copy with dtype conversion and broadcasting, as one program on the queue.
@@ -131,28 +117,26 @@ void DeviceCopy(const at::Tensor& src, const at::Tensor& dst) {
   l.Run();
 }
 
-// Host -> device. The host data is snapshotted before returning, so the caller may reuse it.
+// Host -> device, through the device queue: ordered after the queued work that reads or writes
+// `dst`; the host data is copied (or written) before this returns, so the caller may reuse it.
 void HostToDevice(const at::Tensor& src, const at::Tensor& dst) {
   at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
   int64_t bytes = host.numel() * host.element_size();
-  CountTransfer("h2d", bytes);
+  CountToDevice(bytes);
   if (bytes == 0) return;
-  Buffer* buffer = BufferOf(dst);
-  Queue& q = DeviceOf(dst).queue();
-  if (!buffer) {
-    // Memory we do not own (at::from_blob on the device, as torch.load's legacy path does):
-    // no per-buffer tracking, so wait for the whole queue and write through a host alias.
-    Check(q.Synchronize());
-    HostAlias(dst).copy_(host);
+  Binding target = BindingOf(dst);
+  Buffer* buffer = target.buffer();
+  if (dst.is_contiguous() && !DeferredUses(buffer)) {
+    MaterializeOrThrow(buffer);
+    DeviceOf(dst).queue().Write(buffer, target.byte_offset(), host.data_ptr(), bytes, TaskContext("copy to tpu"));
     return;
   }
-  if (dst.is_contiguous() && q.Done(buffer->last_use())) {
-    // No queued program touches the buffer: write it directly.
-    std::memcpy(ViewOf(dst).data, host.data_ptr(), bytes);
-    return;
-  }
+  // A strided destination, or one the open fused window still computes: write a contiguous
+  // staging buffer, then copy it into place as a device op.
   at::Tensor staging = at::empty(dst.sizes(), dst.options());
-  std::memcpy(ViewOf(staging).data, host.data_ptr(), bytes);
+  Buffer* staged = BufferOf(staging);
+  MaterializeOrThrow(staged);
+  DeviceOf(dst).queue().Write(staged, 0, host.data_ptr(), bytes, TaskContext("copy to tpu"));
   DeviceCopy(staging, dst);
 }
 
@@ -172,17 +156,14 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
     if (self.device() == dst.device()) {
       DeviceCopy(self, dst);
     } else {
-      SyncTensor(self);
-      HostToDevice(HostAlias(self), dst);
+      HostToDevice(ReadToHost(self), dst);
     }
   } else if (dst_dev) {
     TORCH_CHECK(self.device().is_cpu(), "copy from ", self.device(), " to tpu is not supported: move it to the CPU first");
     HostToDevice(self, dst);
   } else {
     TORCH_CHECK(dst.device().is_cpu(), "copy from tpu to ", dst.device(), " is not supported: copy to the CPU first");
-    SyncTensor(self);
-    CountTransfer("d2h", self.numel() * self.element_size());
-    const_cast<at::Tensor&>(dst).copy_(HostAlias(self));
+    const_cast<at::Tensor&>(dst).copy_(ReadToHost(self));
   }
   return dst;
 }
@@ -199,11 +180,7 @@ at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) 
   return ::tpu::torch_bridge::_copy_from(self, dst, false);
 }
 
-at::Scalar _local_scalar_dense(const at::Tensor& self) {
-  SyncTensor(self);
-  CountTransfer("d2h", self.element_size());
-  return HostAlias(self).item();
-}
+at::Scalar _local_scalar_dense(const at::Tensor& self) { return ReadToHost(self).item(); }
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;

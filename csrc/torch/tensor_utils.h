@@ -19,10 +19,27 @@ inline Device& DeviceOf(const at::Tensor& t) { return DeviceFor(t.device().index
 int CurrentDeviceIndex();
 void SetCurrentDeviceIndex(int index);
 
-// The runtime Buffer behind a tpu tensor's storage.
+// The runtime Buffer behind a tpu tensor's storage (null for memory we did not allocate).
 Buffer* BufferOf(const at::Tensor& t);
-// A strided view of the tensor's elements.
-View ViewOf(const at::Tensor& t);
+// The tensor's elements as a launch argument: its buffer, byte offset, dims and strides.
+Binding BindingOf(const at::Tensor& t);
+// Whether `t` covers its whole storage densely (offset 0, contiguous, every byte).
+bool CoversStorage(const at::Tensor& t);
+
+// The device memory of a device tensor's storage, read to / written from the host through the
+// device queue (never through a host pointer: device memory is opaque). `bytes` is the range the
+// tensor's elements span in its storage.
+struct StorageSpan {
+  Buffer* buffer;
+  int64_t offset;  // bytes
+  int64_t nbytes;
+};
+StorageSpan SpanOf(const at::Tensor& t);
+// `t`'s elements copied to a new CPU tensor of the same sizes and strides.
+at::Tensor ReadToHost(const at::Tensor& t);
+// Materializes `buffer`'s memory (reclaiming finished work and cached memory first if the
+// device is full); raises torch.OutOfMemoryError when it cannot.
+void MaterializeOrThrow(Buffer* buffer);
 
 // Turns a non-OK Status into the matching PyTorch exception (OutOfMemoryError, IndexError,
 // NotImplementedError, or RuntimeError).
@@ -31,10 +48,21 @@ inline void Check(const Status& s) {
   if (!s.ok()) ThrowStatus(s);
 }
 
-// Waits until every queued program touching `t` has run; raises a pending device error.
+// A sync point for `t`: waits until every queued program touching it has run; raises the error
+// of its data, or one the calling thread issued.
 void SyncTensor(const at::Tensor& t);
 // Waits for the whole device queue; raises a pending device error.
 void SyncDevice(int index);
+
+// Deferred execution (csrc/torch/deferred): whether new buffers take memory at once (not in fused
+// mode, where values the window never writes take none); before the host reads or writes
+// `buffer`, the open window is cut if it holds a pending value of it; before a device-wide sync,
+// the device's window is cut.
+bool MaterializeEagerly();
+void PrepareHostAccess(Buffer* buffer);
+// Whether the open window reads or writes `buffer` (a host write must then be ordered inside it).
+bool DeferredUses(Buffer* buffer);
+void PrepareDeviceSync(int device);
 
 // The allocator PyTorch uses for tpu tensors.
 c10::Allocator* GetTpuAllocator();

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "runtime/host/kernels.h"
+#include "runtime/host/plan.h"
 
 namespace tpu::host {
 namespace {
@@ -36,15 +37,76 @@ bool OnlyReadByRegion(const Graph& g, int p, const FusedRegion& region) {
   return true;
 }
 
+// One kernel step: `op` writes `out` from the views of its operands.
+Status RunKernel(const Op& op, const std::vector<View>& views, const View& out) {
+  auto in = [&](int i) -> const View& { return views[op.operands[i]]; };
+  switch (op.code) {
+    case OpCode::kConstant: return RunConstant(op, out);
+    case OpCode::kIota: return RunIota(op, out);
+    case OpCode::kReduce: return RunReduce(op, in(0), in(1), out);
+    case OpCode::kArgReduce: return RunArgReduce(op, in(0), out);
+    case OpCode::kDotGeneral: return RunDotGeneral(op, in(0), in(1), out);
+    case OpCode::kConcatenate: {
+      std::vector<View> ins;
+      for (int o : op.operands) ins.push_back(views[o]);
+      return RunConcatenate(op, ins, out);
+    }
+    case OpCode::kPad: return RunPad(op, in(0), in(1), out);
+    case OpCode::kGather: return RunGather(op, in(0), in(1), out);
+    case OpCode::kScatter: return RunScatter(op, in(0), in(1), in(2), out);
+    case OpCode::kRngBitGenerator: return RunRngBits(op, in(0), out);
+    case OpCode::kConvolution: return RunConvolution(op, in(0), in(1), out);
+    case OpCode::kReduceWindow: return RunReduceWindow(op, in(0), in(1), out);
+    case OpCode::kArgReduceWindow: return RunArgReduceWindow(op, in(0), in(1), out);
+    case OpCode::kReverse: return RunReverse(op, in(0), out);
+    case OpCode::kSort: return RunSort(op, in(0), out);
+    case OpCode::kParameterPlaceholder:
+    case OpCode::kAbs: case OpCode::kNegate: case OpCode::kSign: case OpCode::kExp:
+    case OpCode::kExpm1: case OpCode::kLog: case OpCode::kLog1p: case OpCode::kSqrt:
+    case OpCode::kRsqrt: case OpCode::kTanh: case OpCode::kLogistic: case OpCode::kSine:
+    case OpCode::kCosine: case OpCode::kFloor: case OpCode::kCeil:
+    case OpCode::kRoundNearestEven: case OpCode::kNot: case OpCode::kIsFinite:
+    case OpCode::kErf: case OpCode::kConvert: case OpCode::kAdd: case OpCode::kSubtract:
+    case OpCode::kMultiply: case OpCode::kDivide: case OpCode::kRemainder:
+    case OpCode::kPower: case OpCode::kMaximum: case OpCode::kMinimum: case OpCode::kAtan2:
+    case OpCode::kAnd: case OpCode::kOr: case OpCode::kXor: case OpCode::kCompare:
+    case OpCode::kSelect: case OpCode::kClamp: case OpCode::kBroadcastInDim:
+    case OpCode::kReshape: case OpCode::kTranspose: case OpCode::kSlice:
+      break;
+  }
+  return Internal(std::string(OpName(op.code)) + " scheduled as a kernel step");
+}
+
 }  // namespace
 
-Status HostExecutor::Run(const Launch& launch) {
-  const Executable& e = *launch.executable;
+Status HostExecutor::Write(Buffer* dst, int64_t offset, const void* src, int64_t nbytes) {
+  if (offset < 0 || offset + nbytes > dst->nbytes()) return Internal("write past the end of a device buffer");
+  std::memcpy(static_cast<char*>(dst->contents()) + offset, src, static_cast<size_t>(nbytes));
+  return Status::Ok();
+}
+
+Status HostExecutor::Read(Buffer* src, int64_t offset, int64_t nbytes, void* dst) {
+  if (offset < 0 || offset + nbytes > src->nbytes()) return Internal("read past the end of a device buffer");
+  std::memcpy(dst, static_cast<const char*>(src->contents()) + offset, static_cast<size_t>(nbytes));
+  return Status::Ok();
+}
+
+Status HostExecutor::Copy(Buffer* src, int64_t src_offset, Buffer* dst, int64_t dst_offset, int64_t nbytes) {
+  if (src_offset < 0 || src_offset + nbytes > src->nbytes() || dst_offset < 0 || dst_offset + nbytes > dst->nbytes())
+    return Internal("copy past the end of a device buffer");
+  std::memmove(static_cast<char*>(dst->contents()) + dst_offset,
+               static_cast<const char*>(src->contents()) + src_offset, static_cast<size_t>(nbytes));
+  return Status::Ok();
+}
+
+Status HostExecutor::Run(const Launch& launch, int* failed_op) {
+  // The host queue only ever runs what the host backend compiled.
+  const HostExecutable& e = static_cast<const HostExecutable&>(*launch.executable);
   const Graph& g = e.graph;
   int np = g.num_params();
   int nv = g.num_values();
   if (static_cast<int>(launch.params.size()) != np || launch.results.size() != g.results.size())
-    return Internal("launch of " + e.name + " has the wrong number of arguments");
+    return Internal("launch of " + e.name() + " has the wrong number of arguments");
   // Uninitialized (pages of temps that are written straight into results are never touched);
   // a very large scratch is not kept between launches.
   size_t need = static_cast<size_t>(e.scratch_bytes) + 64;
@@ -65,9 +127,9 @@ Status HostExecutor::Run(const Launch& launch) {
   views_.resize(nv);
   std::vector<View>& views = views_;
   for (int p = 0; p < np; ++p) {
-    views[p] = launch.params[p].view();
+    views[p] = HostView(launch.params[p]);
     if (views[p].dims != g.params[p].dims || views[p].dtype != g.params[p].dtype)
-      return Internal("argument " + std::to_string(p) + " of " + e.name + " does not match its type");
+      return Internal("argument " + std::to_string(p) + " of " + e.name() + " does not match its type");
   }
   for (int v = np; v < nv; ++v) {
     if (e.slots[v].kind != SlotKind::kTemp) continue;
@@ -84,7 +146,7 @@ Status HostExecutor::Run(const Launch& launch) {
     bool taken = false;
     for (size_t q = 0; q < r; ++q) taken |= direct[q] && g.results[q] == v;
     if (taken) continue;
-    const View& out = launch.results[r].view();
+    View out = HostView(launch.results[r]);
     bool fused = e.steps[producer_step[v]].kind == StepKind::kFused;
     if (!fused && !out.IsContiguous()) continue;
     bool safe = true;
@@ -96,16 +158,17 @@ Status HostExecutor::Run(const Launch& launch) {
              OnlyReadByRegion(g, p, e.regions[e.steps[producer_step[v]].index]);
     }
     for (size_t q = 0; q < launch.results.size() && safe; ++q)
-      if (q != r && Overlaps(out, launch.results[q].view())) safe = false;
+      if (q != r && Overlaps(out, HostView(launch.results[q]))) safe = false;
     if (!safe) continue;
     views[v] = out;
     direct[r] = true;
   }
   std::vector<std::unique_ptr<char[]>> extra;  // materialized layouts that could not be views
   for (const Step& st : e.steps) {
+    Status st_status;
     switch (st.kind) {
       case StepKind::kFused:
-        TPU_RETURN_IF_ERROR(RunFusedRegion(g, e.regions[st.index], views));
+        st_status = RunFusedRegion(g, e.regions[st.index], views);
         break;
       case StepKind::kView: {
         const Op& op = g.ops[st.index];
@@ -116,61 +179,19 @@ Status HostExecutor::Run(const Launch& launch) {
           View tmp{nullptr, in.dtype, in.dims, ContiguousStrides(in.dims)};
           extra.emplace_back(new char[std::max<int64_t>(1, tmp.NumElements()) * DTypeSize(in.dtype)]);
           tmp.data = extra.back().get();
-          TPU_RETURN_IF_ERROR(CopyView(in, tmp));
-          if (!ViewOf(op, tmp, &views[v])) return Internal("reshape of a contiguous view failed");
+          st_status = CopyView(in, tmp);
+          if (st_status.ok() && !ViewOf(op, tmp, &views[v])) st_status = Internal("reshape of a contiguous view failed");
         }
         break;
       }
       case StepKind::kKernel: {
-        const Op& op = g.ops[st.index];
-        int v = np + st.index;
-        const View& out = views[v];
-        auto in = [&](int i) -> const View& { return views[op.operands[i]]; };
-        switch (op.code) {
-          case OpCode::kConstant: TPU_RETURN_IF_ERROR(RunConstant(op, out)); break;
-          case OpCode::kIota: TPU_RETURN_IF_ERROR(RunIota(op, out)); break;
-          case OpCode::kReduce: TPU_RETURN_IF_ERROR(RunReduce(op, in(0), in(1), out)); break;
-          case OpCode::kArgReduce: TPU_RETURN_IF_ERROR(RunArgReduce(op, in(0), out)); break;
-          case OpCode::kDotGeneral: TPU_RETURN_IF_ERROR(RunDotGeneral(op, in(0), in(1), out)); break;
-          case OpCode::kConcatenate: {
-            std::vector<View> ins;
-            for (int o : op.operands) ins.push_back(views[o]);
-            TPU_RETURN_IF_ERROR(RunConcatenate(op, ins, out));
-            break;
-          }
-          case OpCode::kPad: TPU_RETURN_IF_ERROR(RunPad(op, in(0), in(1), out)); break;
-          case OpCode::kGather: TPU_RETURN_IF_ERROR(RunGather(op, in(0), in(1), out)); break;
-          case OpCode::kScatter: TPU_RETURN_IF_ERROR(RunScatter(op, in(0), in(1), in(2), out)); break;
-          case OpCode::kRngBitGenerator: TPU_RETURN_IF_ERROR(RunRngBits(op, in(0), out)); break;
-          case OpCode::kConvolution:
-            TPU_RETURN_IF_ERROR(RunConvolution(op, in(0), in(1), out));
-            break;
-          case OpCode::kReduceWindow:
-            TPU_RETURN_IF_ERROR(RunReduceWindow(op, in(0), in(1), out));
-            break;
-          case OpCode::kArgReduceWindow:
-            TPU_RETURN_IF_ERROR(RunArgReduceWindow(op, in(0), in(1), out));
-            break;
-          case OpCode::kReverse:
-            TPU_RETURN_IF_ERROR(RunReverse(op, in(0), out));
-            break;
-          case OpCode::kSort: TPU_RETURN_IF_ERROR(RunSort(op, in(0), out)); break;
-          case OpCode::kParameterPlaceholder:
-          case OpCode::kAbs: case OpCode::kNegate: case OpCode::kSign: case OpCode::kExp:
-          case OpCode::kExpm1: case OpCode::kLog: case OpCode::kLog1p: case OpCode::kSqrt:
-          case OpCode::kRsqrt: case OpCode::kTanh: case OpCode::kLogistic: case OpCode::kSine:
-          case OpCode::kCosine: case OpCode::kFloor: case OpCode::kCeil:
-          case OpCode::kRoundNearestEven: case OpCode::kNot: case OpCode::kIsFinite:
-          case OpCode::kErf: case OpCode::kConvert: case OpCode::kAdd: case OpCode::kSubtract:
-          case OpCode::kMultiply: case OpCode::kDivide: case OpCode::kRemainder:
-          case OpCode::kPower: case OpCode::kMaximum: case OpCode::kMinimum: case OpCode::kAtan2:
-          case OpCode::kAnd: case OpCode::kOr: case OpCode::kXor: case OpCode::kCompare:
-          case OpCode::kSelect: case OpCode::kClamp: case OpCode::kBroadcastInDim:
-          case OpCode::kReshape: case OpCode::kTranspose: case OpCode::kSlice:
-            return Internal(std::string(OpName(op.code)) + " scheduled as a kernel step");
-        }
+        st_status = RunKernel(g.ops[st.index], views, views[np + st.index]);
         break;
       }
+    }
+    if (!st_status.ok()) {
+      *failed_op = st.kind == StepKind::kFused ? e.regions[st.index].ops.front() : st.index;
+      return st_status;
     }
   }
   // Results that read caller memory (parameters and views) are copied before those computed
@@ -181,7 +202,7 @@ Status HostExecutor::Run(const Launch& launch) {
       int v = g.results[r];
       bool reads_caller_memory = v < np || e.slots[v].kind == SlotKind::kView;
       if (direct[r] || reads_caller_memory != (pass == 0)) continue;
-      TPU_RETURN_IF_ERROR(CopyView(views[v], launch.results[r].view()));
+      TPU_RETURN_IF_ERROR(CopyView(views[v], HostView(launch.results[r])));
     }
   }
   return Status::Ok();

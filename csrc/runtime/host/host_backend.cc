@@ -1,11 +1,13 @@
-// The host backend: virtual TPU devices whose memory is host memory and whose programs run on
-// the CPU through the host executor.
+#include "runtime/host/host_backend.h"
+
 #include <algorithm>
 #include <memory>
 
 #include "base/options.h"
-#include "runtime/device.h"
+#include "compiler/compiler.h"
 #include "runtime/host/executor.h"
+#include "runtime/host/host_allocator.h"
+#include "runtime/worker_queue.h"
 
 namespace tpu {
 
@@ -18,14 +20,27 @@ int64_t ChipHbmBytes(const std::string& chip) {
   return 0;
 }
 
+namespace host {
+
+StatusOr<std::shared_ptr<const HostExecutable>> CompileForHost(const Graph& graph, const CompileOptions& options) {
+  auto exe = std::make_shared<HostExecutable>();
+  exe->graph = graph;
+  TPU_RETURN_IF_ERROR(Optimize(exe->graph));
+  exe->set_identity(Fingerprint(graph), options.name, EstimateWork(exe->graph));
+  exe->set_source(graph);
+  TPU_RETURN_IF_ERROR(PlanExecutable(*exe));
+  return std::shared_ptr<const HostExecutable>(std::move(exe));
+}
+
 namespace {
 
-class HostDevice : public Device {
+class HostDevice final : public Device {
  public:
   HostDevice(int index, const std::string& chip, int64_t capacity)
-      : allocator_(index, capacity), queue_(index) {
+      : allocator_(index, capacity), queue_(index, &executor_) {
     props_.chip = chip;
     props_.name = "TPU " + chip + " (host executor)";
+    props_.kind = "host";
     props_.hbm_bytes = ChipHbmBytes(chip);
     props_.memory_capacity = capacity;
     props_.index = index;
@@ -33,16 +48,15 @@ class HostDevice : public Device {
   const DeviceProperties& properties() const override { return props_; }
   Allocator& allocator() override { return allocator_; }
   Queue& queue() override { return queue_; }
-  Executor& executor() override { return executor_; }
 
  private:
   DeviceProperties props_;
-  Allocator allocator_;
-  host::HostExecutor executor_;
-  Queue queue_;  // last: its worker thread stops before the executor goes away
+  HostAllocator allocator_;
+  HostExecutor executor_;
+  WorkerQueue queue_;  // last: its worker thread stops before the executor goes away
 };
 
-class HostBackend : public Backend {
+class HostBackend final : public Backend {
  public:
   HostBackend() {
     const OptionValues& f = Flags();
@@ -55,8 +69,15 @@ class HostBackend : public Backend {
     for (int i = 0; i < n; ++i) devices_.push_back(std::make_unique<HostDevice>(i, chip, capacity));
   }
   std::string name() const override { return "host"; }
+  std::string version() const override { return "host-executor/" + std::to_string(kCompilerVersion); }
+  std::string description() const override { return "host executor (programs run on this machine's CPU)"; }
   int device_count() const override { return static_cast<int>(devices_.size()); }
   Device& device(int index) override { return *devices_.at(index); }
+  bool strided_bindings() const override { return true; }
+  StatusOr<ExecutablePtr> Compile(const Graph& graph, const CompileOptions& options) override {
+    TPU_ASSIGN_OR_RETURN(auto exe, CompileForHost(graph, options));
+    return ExecutablePtr(std::move(exe));
+  }
 
  private:
   std::vector<std::unique_ptr<HostDevice>> devices_;
@@ -64,9 +85,7 @@ class HostBackend : public Backend {
 
 }  // namespace
 
-Backend& GetBackend() {
-  static Backend* backend = new HostBackend();
-  return *backend;
-}
+std::unique_ptr<Backend> MakeHostBackend() { return std::make_unique<HostBackend>(); }
 
+}  // namespace host
 }  // namespace tpu

@@ -1,5 +1,5 @@
-// Helpers for the host executor tests: build a program, compile it with tpu::Compile, and run it
-// through HostExecutor with bindings over std::vector memory or allocator buffers.
+// Helpers for the host executor tests: build a program, compile it with the host backend's
+// compile, and run it through HostExecutor with bindings over std::vector memory.
 #pragma once
 
 #include <cmath>
@@ -10,10 +10,9 @@
 
 #include <gtest/gtest.h>
 
-#include "compiler/compiler.h"
 #include "ir/builder.h"
-#include "runtime/device.h"
 #include "runtime/host/executor.h"
+#include "runtime/host/host_backend.h"
 
 namespace tpu::host::testing {
 
@@ -22,8 +21,7 @@ inline TensorType T(DType dt, Dims dims) { return TensorType{dt, std::move(dims)
 // A binding over caller-owned memory: `data` points at the first element; strides in elements
 // (contiguous when empty).
 inline Binding Bind(void* data, DType dt, Dims dims, Dims strides = {}) {
-  if (strides.empty()) strides = ContiguousStrides(dims);
-  return Binding(nullptr, View{data, dt, std::move(dims), std::move(strides)});
+  return Binding::External(data, dt, std::move(dims), std::move(strides));
 }
 template <typename T>
 Binding Bind(std::vector<T>& v, DType dt, Dims dims, Dims strides = {}, int64_t offset = 0) {
@@ -42,10 +40,11 @@ inline ExecutablePtr CompileBuilder(Builder& b) {
   auto g = b.Finish();
   EXPECT_TRUE(g.ok()) << g.status().ToString();
   if (!g.ok()) return nullptr;
-  uint64_t fp = Fingerprint(*g);
-  auto exe = Compile(std::move(g).value(), fp, "host_test");
+  CompileOptions options;
+  options.name = "host_test";
+  auto exe = CompileForHost(g.value(), options);
   EXPECT_TRUE(exe.ok()) << exe.status().ToString();
-  return exe.ok() ? exe.value() : nullptr;
+  return exe.ok() ? ExecutablePtr(exe.value()) : nullptr;
 }
 
 inline Status RunExe(const ExecutablePtr& exe, std::vector<Binding> params,
@@ -53,7 +52,8 @@ inline Status RunExe(const ExecutablePtr& exe, std::vector<Binding> params,
   if (!exe) return Internal("no executable");
   Launch launch{exe, std::move(params), std::move(results)};
   HostExecutor executor;
-  return executor.Run(launch);
+  int failed_op = -1;
+  return executor.Run(launch, &failed_op);
 }
 
 // Builds, compiles and runs; the results are written through the result bindings.

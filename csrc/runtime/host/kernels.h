@@ -8,8 +8,8 @@
 
 #include "base/status.h"
 #include "ir/graph.h"
-#include "runtime/buffer.h"
-#include "runtime/executable.h"
+#include "runtime/host/plan.h"
+#include "runtime/host/view.h"
 
 namespace tpu::host {
 

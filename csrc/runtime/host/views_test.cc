@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/allocator.h"
+#include "runtime/host/host_allocator.h"
 #include "runtime/host/host_test_util.h"
 
 namespace tpu::host::testing {
@@ -97,23 +98,23 @@ TEST(ViewsTest, TransposeAndSliceOps) {
 }
 
 TEST(ViewsTest, InPlaceUpdateOfAllocatorBuffer) {
-  Allocator alloc(0, int64_t{64} << 20);
+  HostAllocator alloc(0, int64_t{64} << 20);
   const int64_t n = 3 * 700;
   Buffer* buf = alloc.Allocate(n * 4).value();
-  const int64_t reserved = buf->nbytes();  // rounded up by the allocator
-  float* data = static_cast<float*>(buf->data());
+  const int64_t reserved = HostAllocator::RoundSize(buf->nbytes());
+  float* data = static_cast<float*>(buf->contents());
   for (int64_t i = 0; i < n; ++i) data[i] = SmallValue(i);
-  View v{buf->data(), F, {3, 700}, {700, 1}};
   Builder b;
   int x = b.Param(T(F, {3, 700}));
   b.Result(b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, x, x), x));  // x = x*x + x
   ExecutablePtr exe = CompileBuilder(b);
   {
-    Launch launch{exe, Bindings(Binding(buf, v)), Bindings(Binding(buf, v))};
+    Launch launch{exe, Bindings(Binding(buf, 0, F, {3, 700})), Bindings(Binding(buf, 0, F, {3, 700}))};
     buf->Release();  // the bindings keep the buffer alive
     EXPECT_EQ(alloc.stats().allocated, reserved);
     HostExecutor ex;
-    ASSERT_TRUE(ex.Run(launch).ok());
+    int failed_op = -1;
+    ASSERT_TRUE(ex.Run(launch, &failed_op).ok());
     for (int64_t i = 0; i < n; ++i) {
       float x0 = SmallValue(i);
       ASSERT_EQ(data[i], x0 * x0 + x0) << i;
@@ -278,14 +279,15 @@ TEST(ViewsTest, RunsOnTheDeviceQueue) {
   ExecutablePtr exe = CompileBuilder(b);
   Buffer* in = dev.allocator().Allocate(64).value();
   Buffer* out = dev.allocator().Allocate(64).value();
-  for (int i = 0; i < 16; ++i) static_cast<float*>(in->data())[i] = static_cast<float>(i);
-  auto launch = std::make_shared<Launch>(
-      Launch{exe, Bindings(Binding(in, View{in->data(), F, {16}, {1}})),
-             Bindings(Binding(out, View{out->data(), F, {16}, {1}}))});
-  Executor* ex = &dev.executor();
-  dev.queue().Enqueue([launch, ex] { return ex->Run(*launch); }, TaskContext{"test::mul", ""});
-  ASSERT_TRUE(dev.queue().Synchronize().ok());
-  for (int i = 0; i < 16; ++i) EXPECT_EQ(static_cast<float*>(out->data())[i], 3.0f * i);
+  float host[16];
+  for (int i = 0; i < 16; ++i) host[i] = static_cast<float>(i);
+  dev.queue().Write(in, 0, host, sizeof(host), TaskContext{"test::write", ""});
+  Binding params[] = {Binding(in, 0, F, {16})};
+  Binding results[] = {Binding(out, 0, F, {16})};
+  dev.queue().Launch(exe, params, 1, results, 1, TaskContext{"test::mul", ""}, /*may_run_inline=*/false);
+  float back[16] = {};
+  ASSERT_TRUE(dev.queue().Read(out, 0, sizeof(back), back).ok());
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(back[i], 3.0f * i);
   in->Release();
   out->Release();
 }

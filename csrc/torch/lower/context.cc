@@ -38,9 +38,7 @@ void ReleaseBuilder(Builder& b) {
 
 void CheckFinite(const char* op, const at::Tensor& out) {
   if (!at::isFloatingType(out.scalar_type())) return;
-  View v = ViewOf(out);
-  auto cpu = at::from_blob(v.data, out.sizes(), out.strides(), at::TensorOptions().dtype(out.scalar_type()));
-  if (!at::isfinite(cpu).all().item<bool>()) {
+  if (!at::isfinite(ReadToHost(out)).all().item<bool>()) {
     TORCH_CHECK(false, op, " produced NaN or Inf in its output of shape ", out.sizes(),
                 " (torch_tpu debug mode with NaN checks on; set TORCH_TPU_CHECK_NAN=0 or "
                 "torch_tpu.set_check_nan(False) to turn this off)");
@@ -81,9 +79,10 @@ int Lowering::Input(const at::Tensor& t) {
   if (device_ < 0) device_ = dev;
   TORCH_CHECK(device_ == dev, op_, ": expected all tensors to be on the same device, but found at least two devices, tpu:",
               device_, " and tpu:", dev, "!");
-  View v = ViewOf(t);
-  TensorType type{v.dtype, v.dims};
-  return AddParam(type, Binding(BufferOf(t), std::move(v)));
+  Binding binding = BindingOf(t);
+  if (Buffer* b = binding.buffer(); b && !b->materialized()) MaterializeOrThrow(b);
+  TensorType type = binding.type();
+  return AddParam(type, std::move(binding));
 }
 
 int Lowering::Input(const at::Tensor& t, at::ScalarType dtype) {
@@ -109,17 +108,8 @@ int Lowering::Scalar(const at::Scalar& s, at::ScalarType dtype) {
 }
 
 int Lowering::ScalarU64Pair(uint64_t a, uint64_t b) {
-  // Two words do not fit a scalar binding: use a small device buffer.
-  auto buf = DeviceFor(device_ < 0 ? CurrentDeviceIndex() : device_).allocator().Allocate(16);
-  Check(buf.status());
-  Buffer* buffer = buf.value();
-  uint64_t* p = static_cast<uint64_t*>(buffer->data());
-  p[0] = a;
-  p[1] = b;
-  View v{buffer->data(), DType::kU64, {2}, {1}};
-  int id = AddParam(TensorType{DType::kU64, {2}}, Binding(buffer, std::move(v)));
-  buffer->Release();  // the binding holds its own reference
-  return id;
+  const uint64_t words[2] = {a, b};
+  return AddParam(TensorType{DType::kU64, {2}}, Binding::Scalar(DType::kU64, words, {2}));
 }
 
 void Lowering::Output(int value, const at::Tensor& out) { AddOutput(value, c10::MaybeOwned<at::Tensor>::owned(std::in_place, out)); }
@@ -147,16 +137,22 @@ void Lowering::Run() {
   for (auto& [value, out] : outputs_) builder_.Result(value);
   auto graph = builder_.FinishInPlace();
   if (!graph.ok()) ThrowStatus(Internal(std::string(op_) + ": " + graph.status().message()));
-  auto exe = CompileCache::Get().GetOrCompile(*graph.value(), op_);
+  CompileOptions options;
+  options.name = op_;
+  auto exe = CompileCache::Get().GetOrCompile(*graph.value(), GetBackend(), options);
   Check(exe.status());
   Device& dev = DeviceFor(device_ < 0 ? CurrentDeviceIndex() : device_);
   c10::SmallVector<Binding, 2> results;
-  for (auto& [value, out] : outputs_) results.emplace_back(BufferOf(*out), ViewOf(*out));
+  for (auto& [value, out] : outputs_) {
+    results.push_back(BindingOf(*out));
+    if (Buffer* b = results.back().buffer(); b && !b->materialized()) MaterializeOrThrow(b);
+  }
   ExecutablePtr program = std::move(exe).value();
-  bool small = program->work <= Flags().inline_work;
-  uint64_t seq = dev.queue().EnqueueLaunch(&dev.executor(), std::move(program), params_.data(), params_.size(),
-                                           results.data(), results.size(), TaskContext{op_, std::move(location_)},
-                                           small);
+  bool small = program->work() <= Flags().inline_work;
+  TaskContext ctx(op_, std::move(location_));
+  ctx.thread = ThreadId();
+  uint64_t seq = dev.queue().Launch(std::move(program), params_.data(), params_.size(), results.data(),
+                                    results.size(), std::move(ctx), small);
   executions->Add();
   if (GetEagerMode() == EagerMode::kDebug) {
     Check(dev.queue().WaitFor(seq));

@@ -1,21 +1,22 @@
-// Fusion and buffer planning (PlanExecutable), run through Compile().
-#include "compiler/fusion.h"
+// Fusion and buffer planning (PlanExecutable), run through the host backend's compile.
+#include "runtime/host/plan.h"
 
 #include <gtest/gtest.h>
 
-#include "compiler/compiler.h"
+#include "runtime/host/host_backend.h"
 #include "ir/builder.h"
 
-namespace tpu {
+namespace tpu::host {
 namespace {
 
 TensorType T(DType dt, Dims dims) { return TensorType{dt, std::move(dims)}; }
 
-ExecutablePtr CompileOk(Builder& b) {
+std::shared_ptr<const HostExecutable> CompileOk(Builder& b) {
   auto g = b.Finish();
   EXPECT_TRUE(g.ok()) << g.status().ToString();
-  uint64_t fp = Fingerprint(*g);
-  auto exe = Compile(std::move(g).value(), fp, "fusion_test");
+  CompileOptions options;
+  options.name = "fusion_test";
+  auto exe = CompileForHost(g.value(), options);
   EXPECT_TRUE(exe.ok()) << exe.status().ToString();
   return exe.ok() ? exe.value() : nullptr;
 }
@@ -30,7 +31,7 @@ TEST(FusionTest, ElementwiseChainIsOneRegion) {
   int s = b.Binary(OpCode::kAdd, bx, cy);     // op 2, value 5
   int m = b.Binary(OpCode::kMultiply, s, z);  // op 3, value 6
   b.Result(m);
-  ExecutablePtr exe = CompileOk(b);
+  auto exe = CompileOk(b);
   ASSERT_NE(exe, nullptr);
   ASSERT_EQ(exe->regions.size(), 1u);
   const FusedRegion& r = exe->regions[0];
@@ -51,7 +52,7 @@ TEST(FusionTest, ElementwiseChainIsOneRegion) {
   EXPECT_EQ(exe->slots[6].kind, SlotKind::kTemp);
   EXPECT_EQ(exe->slots[6].offset, 0);
   EXPECT_EQ(exe->scratch_bytes, 64);  // 48 bytes rounded up to 64
-  EXPECT_EQ(exe->name, "fusion_test");
+  EXPECT_EQ(exe->name(), "fusion_test");
 }
 
 TEST(FusionTest, LayoutOpsAreViewsAndDotIsAKernel) {
@@ -66,7 +67,7 @@ TEST(FusionTest, LayoutOpsAreViewsAndDotIsAKernel) {
   int n = b.Unary(OpCode::kNegate, e);            // op 5, value 7: region 0
   b.Result(n);
   b.Result(d);
-  ExecutablePtr exe = CompileOk(b);
+  auto exe = CompileOk(b);
   ASSERT_NE(exe, nullptr);
   ASSERT_EQ(exe->steps.size(), 5u);
   const StepKind kinds[] = {StepKind::kView, StepKind::kKernel, StepKind::kView, StepKind::kView,
@@ -103,7 +104,7 @@ TEST(FusionTest, RegionsSplitOnShapeChangeAndKernelUse) {
   int bc = b.BroadcastInDim(n, {2, 3}, {0});   // op 5, value 6: view of region 1 -> closes it
   int m = b.Binary(OpCode::kMultiply, bc, e);  // op 6, value 7: region 2
   b.Result(m);
-  ExecutablePtr exe = CompileOk(b);
+  auto exe = CompileOk(b);
   ASSERT_NE(exe, nullptr);
   ASSERT_EQ(exe->regions.size(), 3u);
   EXPECT_EQ(exe->regions[0].ops, (std::vector<int>{0, 1}));
@@ -129,7 +130,7 @@ TEST(FusionTest, ConstantInsideAChainKeepsOneRegion) {
   int e = b.Unary(OpCode::kExp, x);
   int one = b.ScalarLike(1, e);  // constant + broadcast in the middle of the chain
   b.Result(b.Binary(OpCode::kAdd, e, one));
-  ExecutablePtr exe = CompileOk(b);
+  auto exe = CompileOk(b);
   ASSERT_NE(exe, nullptr);
   EXPECT_EQ(exe->regions.size(), 1u);
   EXPECT_EQ(exe->regions[0].ops.size(), 2u);
@@ -142,7 +143,7 @@ TEST(FusionTest, LongChainsSplitAtTheRegisterBudget) {
   std::vector<int> xs;
   for (int i = 0; i < 40; ++i) xs.push_back(b.Param(T(DType::kF32, {8})));
   for (int i = 0; i < 40; ++i) b.Result(b.Binary(OpCode::kMultiply, xs[i], xs[(i + 1) % 40]));
-  ExecutablePtr exe = CompileOk(b);
+  auto exe = CompileOk(b);
   ASSERT_NE(exe, nullptr);
   EXPECT_GT(exe->regions.size(), 1u);
   for (const auto& r : exe->regions)
@@ -154,7 +155,7 @@ TEST(FusionTest, DeadCodeIsRemovedBeforePlanning) {
   int x = b.Param(T(DType::kF32, {5}));
   b.Unary(OpCode::kExp, x);  // dead
   b.Result(b.Unary(OpCode::kNegate, x));
-  ExecutablePtr exe = CompileOk(b);
+  auto exe = CompileOk(b);
   ASSERT_NE(exe, nullptr);
   ASSERT_EQ(exe->graph.ops.size(), 1u);
   EXPECT_EQ(exe->graph.ops[0].code, OpCode::kNegate);
@@ -168,11 +169,11 @@ TEST(FusionTest, CompileRejectsInvalidGraphs) {
   g.params = {T(DType::kF32, {2})};
   g.ops.push_back(Op{OpCode::kAdd, {0}, T(DType::kF32, {2}), {}});
   g.results = {1};
-  auto exe = Compile(g, Fingerprint(g), "bad");
+  auto exe = CompileForHost(g, CompileOptions{});
   ASSERT_FALSE(exe.ok());
   EXPECT_EQ(exe.status().code(), Code::kInternal);
   EXPECT_NE(exe.status().message().find("expects 2 operands"), std::string::npos);
 }
 
 }  // namespace
-}  // namespace tpu
+}  // namespace tpu::host

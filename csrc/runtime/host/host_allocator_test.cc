@@ -1,4 +1,5 @@
-#include "runtime/allocator.h"
+#include "runtime/host/host_allocator.h"
+#include "runtime/host/view.h"
 
 #include <cstdint>
 #include <cstring>
@@ -8,31 +9,32 @@
 
 #include "runtime/buffer.h"
 
-namespace tpu {
+namespace tpu::host {
 namespace {
 
 constexpr int64_t kMiB = int64_t{1} << 20;
 
-Buffer* AllocOk(Allocator& a, int64_t n) {
+Buffer* AllocOk(HostAllocator& a, int64_t n) {
   StatusOr<Buffer*> b = a.Allocate(n);
   EXPECT_TRUE(b.ok()) << b.status().ToString();
   return b.ok() ? b.value() : nullptr;
 }
 
 TEST(AllocatorTest, RoundsAndAligns) {
-  Allocator a(0, 64 * kMiB);
+  HostAllocator a(0, 64 * kMiB);
   Buffer* small = AllocOk(a, 1000);
   Buffer* zero = AllocOk(a, 0);
   Buffer* big = AllocOk(a, kMiB + 1);
   ASSERT_TRUE(small && zero && big);
-  EXPECT_EQ(small->nbytes(), 1024);  // 512-byte granules below 1 MiB
-  EXPECT_EQ(zero->nbytes(), 64);
-  EXPECT_EQ(big->nbytes(), 2 * kMiB);  // 1 MiB granules above
+  EXPECT_EQ(small->nbytes(), 1000);  // what was asked for; the block is rounded
+  EXPECT_EQ(HostAllocator::RoundSize(1000), 1024);  // 512-byte granules below 1 MiB
+  EXPECT_EQ(HostAllocator::RoundSize(0), 64);
+  EXPECT_EQ(HostAllocator::RoundSize(kMiB + 1), 2 * kMiB);  // 1 MiB granules above
   for (Buffer* b : {small, zero, big}) {
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data()) % 64, 0u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b->contents()) % 64, 0u);
     EXPECT_EQ(b->device(), 0);
   }
-  std::memset(big->data(), 0xAB, big->nbytes());  // the memory is really there
+  std::memset(big->contents(), 0xAB, big->nbytes());  // the memory is really there
   MemoryStats s = a.stats();
   EXPECT_EQ(s.allocated, 1024 + 64 + 2 * kMiB);
   EXPECT_EQ(s.reserved, s.allocated);
@@ -48,7 +50,7 @@ TEST(AllocatorTest, RoundsAndAligns) {
 }
 
 TEST(AllocatorTest, CapacityIsEnforced) {
-  Allocator a(3, 4 * kMiB);
+  HostAllocator a(3, 4 * kMiB);
   Buffer* b1 = AllocOk(a, 3 * kMiB);
   ASSERT_NE(b1, nullptr);
   StatusOr<Buffer*> over = a.Allocate(2 * kMiB);
@@ -74,18 +76,18 @@ TEST(AllocatorTest, CapacityIsEnforced) {
 }
 
 TEST(AllocatorTest, FreedBlocksAreReused) {
-  Allocator a(0, 16 * kMiB);
+  HostAllocator a(0, 16 * kMiB);
   Buffer* b = AllocOk(a, 5000);
-  void* p = b->data();
+  void* p = b->contents();
   b->Release();
   MemoryStats s = a.stats();
   EXPECT_EQ(s.allocated, 0);
   EXPECT_EQ(s.reserved, 5120);  // kept in the cache
   Buffer* again = AllocOk(a, 4700);  // same rounded size
-  EXPECT_EQ(again->data(), p);
+  EXPECT_EQ(again->contents(), p);
   EXPECT_EQ(a.stats().reserved, 5120);
   Buffer* other = AllocOk(a, 6000);  // a different size is a new block
-  EXPECT_NE(other->data(), p);
+  EXPECT_NE(other->contents(), p);
   EXPECT_EQ(a.stats().reserved, 5120 + 6144);
   again->Release();
   other->Release();
@@ -97,7 +99,7 @@ TEST(AllocatorTest, FreedBlocksAreReused) {
 }
 
 TEST(AllocatorTest, CacheIsEmptiedBeforeReportingOom) {
-  Allocator a(0, 4 * kMiB);
+  HostAllocator a(0, 4 * kMiB);
   Buffer* b = AllocOk(a, 3 * kMiB);
   b->Release();  // 3 MiB stays reserved in the cache
   EXPECT_EQ(a.stats().reserved, 3 * kMiB);
@@ -109,7 +111,7 @@ TEST(AllocatorTest, CacheIsEmptiedBeforeReportingOom) {
 }
 
 TEST(AllocatorTest, ResetPeakAndAccumulated) {
-  Allocator a(0, 16 * kMiB);
+  HostAllocator a(0, 16 * kMiB);
   Buffer* b = AllocOk(a, 2 * kMiB);
   Buffer* c = AllocOk(a, kMiB);
   c->Release();
@@ -127,20 +129,41 @@ TEST(AllocatorTest, ResetPeakAndAccumulated) {
 }
 
 TEST(BufferTest, BindingRetainsItsBuffer) {
-  Allocator a(0, 16 * kMiB);
+  HostAllocator a(0, 16 * kMiB);
   Buffer* b = AllocOk(a, 64);
-  View v{b->data(), DType::kF32, {4, 4}, {4, 1}};
   {
-    Binding bind(b, v);
+    Binding bind(b, 0, DType::kF32, {4, 4});
     b->Release();  // the binding's reference keeps it alive
     EXPECT_EQ(a.stats().allocated, 512);
     Binding moved = std::move(bind);
     EXPECT_EQ(bind.buffer(), nullptr);
     EXPECT_EQ(moved.buffer(), b);
-    EXPECT_EQ(moved.view().data, b->data());
+    EXPECT_EQ(moved.strides(), (Dims{4, 1}));
+    EXPECT_TRUE(moved.CoversBuffer());
+    EXPECT_EQ(HostView(moved).data, b->contents());
     EXPECT_EQ(a.stats().allocated, 512);
   }
   EXPECT_EQ(a.stats().allocated, 0);
+  EXPECT_EQ(a.stats().num_frees, 1);
+}
+
+TEST(BufferTest, LazyBuffersTakeMemoryWhenMaterialized) {
+  HostAllocator a(0, 16 * kMiB);
+  StatusOr<Buffer*> lazy = a.Allocate(4000, /*materialize=*/false);
+  ASSERT_TRUE(lazy.ok());
+  Buffer* b = lazy.value();
+  EXPECT_FALSE(b->materialized());
+  EXPECT_EQ(a.stats().allocated, 0);
+  ASSERT_TRUE(a.Materialize(b).ok());
+  EXPECT_TRUE(b->materialized());
+  EXPECT_EQ(a.stats().allocated, 4096);
+  ASSERT_TRUE(a.Materialize(b).ok());  // idempotent
+  EXPECT_EQ(a.stats().allocated, 4096);
+  b->Release();
+  EXPECT_EQ(a.stats().allocated, 0);
+  // A buffer that never took memory frees nothing.
+  Buffer* never = a.Allocate(100, false).value();
+  never->Release();
   EXPECT_EQ(a.stats().num_frees, 1);
 }
 
@@ -148,16 +171,22 @@ TEST(BufferTest, ScalarBindingKeepsItsBytesInline) {
   double x = 2.5;
   Binding s = Binding::Scalar(DType::kF64, &x);
   EXPECT_EQ(s.buffer(), nullptr);
-  EXPECT_EQ(s.view().dtype, DType::kF64);
-  EXPECT_TRUE(s.view().dims.empty());
-  EXPECT_EQ(*static_cast<const double*>(s.view().data), 2.5);
+  EXPECT_TRUE(s.is_inline());
+  EXPECT_EQ(s.dtype(), DType::kF64);
+  EXPECT_TRUE(s.dims().empty());
+  EXPECT_EQ(*static_cast<const double*>(HostView(s).data), 2.5);
   Binding moved = std::move(s);  // the view must follow the inline bytes
-  EXPECT_EQ(*static_cast<const double*>(moved.view().data), 2.5);
+  EXPECT_EQ(*static_cast<const double*>(HostView(moved).data), 2.5);
   int32_t i = -3;
   Binding t = Binding::Scalar(DType::kI32, &i);
   moved = std::move(t);
-  EXPECT_EQ(moved.view().dtype, DType::kI32);
-  EXPECT_EQ(*static_cast<const int32_t*>(moved.view().data), -3);
+  EXPECT_EQ(moved.dtype(), DType::kI32);
+  EXPECT_EQ(*static_cast<const int32_t*>(HostView(moved).data), -3);
+  uint64_t pair[2] = {7, 9};  // a two-word state fits inline too
+  Binding st = Binding::Scalar(DType::kU64, pair, {2});
+  const auto* w = static_cast<const uint64_t*>(HostView(st).data);
+  EXPECT_EQ(w[0], 7u);
+  EXPECT_EQ(w[1], 9u);
 }
 
 TEST(BufferTest, ViewHelpers) {
@@ -175,4 +204,4 @@ TEST(BufferTest, ViewHelpers) {
 }
 
 }  // namespace
-}  // namespace tpu
+}  // namespace tpu::host

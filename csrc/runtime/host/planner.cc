@@ -1,35 +1,13 @@
-#include "compiler/fusion.h"
+// The host executor's code generation: groups a verified, optimized graph into steps (fused
+// elementwise regions over one iteration space, layout ops that become views, kernels) and gives
+// every intermediate a scratch slot.
+#include "runtime/host/plan.h"
 
 #include <algorithm>
 
-namespace tpu {
+namespace tpu::host {
 
-namespace {
-
-int64_t EstimateWork(const Graph& g) {
-  int64_t work = 0;
-  for (const Op& op : g.ops) {
-    int64_t n = op.type.NumElements();
-    switch (op.code) {
-      case OpCode::kDotGeneral:
-        for (int64_t d : op.attrs.c) n *= g.TypeOf(op.operands[0]).dims[d];
-        break;
-      case OpCode::kConvolution:
-        // An upper bound (each output element reads a window of the kernel, not all of it).
-        n *= g.TypeOf(op.operands[1]).NumElements();
-        break;
-      default:
-        if (!op.operands.empty()) n = std::max(n, g.TypeOf(op.operands[0]).NumElements());
-        break;
-    }
-    work += n;
-  }
-  return work;
-}
-
-}  // namespace
-
-Status PlanExecutable(Executable& exe) {
+Status PlanExecutable(HostExecutable& exe) {
   const Graph& g = exe.graph;
   int np = g.num_params();
   int nv = g.num_values();
@@ -151,8 +129,7 @@ Status PlanExecutable(Executable& exe) {
     offset += (g.TypeOf(v).ByteSize() + 63) & ~int64_t{63};
   }
   exe.scratch_bytes = offset;
-  exe.work = EstimateWork(g);
   return Status::Ok();
 }
 
-}  // namespace tpu
+}  // namespace tpu::host

@@ -1,0 +1,39 @@
+// The host backend's allocator: device memory is host memory, from a size-bucketed cache of
+// freed blocks, within a capacity budget (the chip's HBM, capped by what the host can back).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "runtime/allocator.h"
+
+namespace tpu::host {
+
+class HostAllocator final : public Allocator {
+ public:
+  HostAllocator(int device, int64_t capacity) : device_(device) { stats_.capacity = capacity; }
+  ~HostAllocator() override;
+  StatusOr<Buffer*> Allocate(int64_t nbytes, bool materialize = true) override;
+  Status Materialize(Buffer* buffer) override;
+  void Free(Buffer* buffer) override;
+  MemoryStats stats() const override;
+  void ResetPeak() override;
+  void ResetAccumulated() override;
+  void EmptyCache() override;
+  int64_t capacity() const override { return stats_.capacity; }
+
+  // The size class a request of `nbytes` takes (64-byte aligned blocks).
+  static int64_t RoundSize(int64_t nbytes);
+
+ private:
+  StatusOr<void*> TakeBlockLocked(int64_t nbytes);
+  void EmptyCacheLocked();
+  int device_;
+  mutable std::mutex mu_;
+  MemoryStats stats_;
+  std::map<int64_t, std::vector<void*>> cache_;  // rounded size -> free blocks
+};
+
+}  // namespace tpu::host

@@ -1,0 +1,58 @@
+// The host executor's compiled form of a program (its Executable): the graph after the IR
+// passes, grouped into steps -- fused elementwise regions, kernels, and layout ops that become
+// views -- with a scratch slot for every intermediate.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "runtime/executable.h"
+
+namespace tpu::host {
+
+// Register slots the host executor gives one fused region (the planner never exceeds it).
+constexpr int kMaxRegionValues = 64;
+
+// A fused elementwise region: one pass over `shape`, reading `inputs` (possibly through layout
+// ops inside the region, which become strided loads) and writing `outputs`.
+struct FusedRegion {
+  Dims shape;
+  std::vector<int> ops;      // op indices, in order (all elementwise)
+  std::vector<int> inputs;   // values produced outside the region
+  std::vector<int> outputs;  // values used after the region or returned
+  // Register slots (inputs first, then one per op), precomputed so a launch does no lookups.
+  std::vector<SmallVector<int, 4>> operand_slots;  // per op
+  std::vector<int> output_slots;                   // per output
+};
+
+enum class StepKind : uint8_t { kFused, kKernel, kView };
+struct Step {
+  StepKind kind;
+  int index;  // region index (kFused) or op index (kKernel, kView)
+};
+
+enum class SlotKind : uint8_t { kParam, kTemp, kView, kInRegion };
+struct ValueSlot {
+  SlotKind kind = SlotKind::kTemp;
+  int64_t offset = 0;  // byte offset into scratch (kTemp)
+};
+
+class HostExecutable final : public Executable {
+ public:
+  int SourceOp(int executed_op) const override {
+    return executed_op >= 0 && executed_op < static_cast<int>(graph.ops.size()) ? graph.ops[executed_op].src : -1;
+  }
+
+  Graph graph;  // after passes: what the steps index into
+  std::vector<FusedRegion> regions;
+  std::vector<Step> steps;
+  std::vector<ValueSlot> slots;    // one per value
+  std::vector<int> producer_step;  // per value: the step that writes it (-1 for parameters)
+  int64_t scratch_bytes = 0;
+};
+
+// Groups `exe.graph` into steps and plans its scratch memory (planner.cc).
+Status PlanExecutable(HostExecutable& exe);
+
+}  // namespace tpu::host

@@ -1,0 +1,413 @@
+#include "runtime/worker_queue.h"
+
+#include <pthread.h>
+
+#include <cstring>
+#include <string>
+
+#include "base/metrics.h"
+
+namespace tpu {
+namespace {
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+std::atomic<int> g_next_thread_id{1};
+
+}  // namespace
+
+int ThreadId() {
+  thread_local int id = g_next_thread_id.fetch_add(1, std::memory_order_relaxed);
+  return id;
+}
+
+WorkerQueue::WorkerQueue(int device, Executor* executor)
+    : device_(device), executor_(executor), ring_(kMaxInFlight + 1) {
+  worker_ = std::thread([this] { WorkerLoop(); });
+  // Named so profilers and debuggers show which thread is the device.
+  pthread_setname_np(worker_.native_handle(), ("tpu-queue-" + std::to_string(device_)).c_str());
+}
+
+WorkerQueue::~WorkerQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  worker_.join();
+  CollectGarbage();
+  std::lock_guard<std::mutex> lock(errors_mu_);
+  for (ErrorRecord& r : errors_)
+    for (Buffer* b : r.restore) b->Release();
+}
+
+void WorkerQueue::ReclaimLocked() {
+  uint64_t done = ring_done_.load(std::memory_order_acquire);
+  uint64_t r = reclaimed_.load(std::memory_order_relaxed);
+  for (; r < done; ++r) {
+    Item& item = ring_[r % ring_.size()];
+    item.task = nullptr;
+    item.launch.params.clear();  // releases the buffers; the vectors keep their capacity
+    item.launch.results.clear();
+    item.launch.executable.reset();
+    item.bytes.clear();
+    item.ctx.location.clear();
+    item.ctx.origins.reset();
+  }
+  reclaimed_.store(r, std::memory_order_relaxed);
+}
+
+void WorkerQueue::CollectGarbage() {
+  if (reclaimed_.load(std::memory_order_relaxed) == ring_done_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  ReclaimLocked();
+}
+
+WorkerQueue::Item& WorkerQueue::BeginEnqueue(std::unique_lock<std::mutex>& lock) {
+  // Back-pressure: a producer far ahead of the device would pile up queued buffers. The ring
+  // has room for kMaxInFlight + 1 tasks, so below that bound the next slot is always finished.
+  if (tail_ - ring_done_.load(std::memory_order_seq_cst) >= kMaxInFlight) {
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    done_cv_.wait(lock, [&] { return tail_ - ring_done_.load(std::memory_order_seq_cst) <= kMaxInFlight / 2; });
+    waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  }
+  ReclaimLocked();
+  Item& slot = ring_[tail_ % ring_.size()];
+  slot.seq = NextSeqLocked();
+  return slot;
+}
+
+uint64_t WorkerQueue::FinishEnqueue(std::unique_lock<std::mutex>& lock) {
+  Item& slot = ring_[tail_ % ring_.size()];
+  uint64_t seq = slot.seq;
+  for (const Binding& b : slot.launch.params)
+    if (Buffer* buf = b.buffer()) buf->MarkUse(seq);
+  for (const Binding& b : slot.launch.results)
+    if (Buffer* buf = b.buffer()) buf->MarkUse(seq);
+  submitted_.store(++tail_, std::memory_order_release);
+  lock.unlock();
+  if (worker_sleeping_.load(std::memory_order_acquire)) work_cv_.notify_one();
+  return seq;
+}
+
+uint64_t WorkerQueue::Enqueue(Task task, TaskContext ctx) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Item& slot = BeginEnqueue(lock);
+  slot.kind = Kind::kTask;
+  slot.task = std::move(task);
+  slot.ctx = std::move(ctx);
+  return FinishEnqueue(lock);
+}
+
+uint64_t WorkerQueue::Launch(ExecutablePtr exe, Binding* params, size_t num_params, Binding* results,
+                             size_t num_results, TaskContext ctx, bool may_run_inline) {
+  static Counter* inline_runs = GetCounter("inline_executions");
+  std::unique_lock<std::mutex> lock(mu_);
+  bool idle = ring_done_.load(std::memory_order_acquire) == tail_;
+  Item& slot = may_run_inline && idle ? inline_item_ : BeginEnqueue(lock);
+  if (&slot == &inline_item_) {
+    // Idle: every earlier task has finished (the worker publishes completed_ before ring_done_),
+    // and holding mu_ keeps later ones out until this one is done.
+    ReclaimLocked();
+    slot.seq = NextSeqLocked();
+  }
+  slot.kind = Kind::kLaunch;
+  slot.launch.executable = std::move(exe);
+  for (size_t i = 0; i < num_params; ++i) slot.launch.params.push_back(std::move(params[i]));
+  for (size_t i = 0; i < num_results; ++i) slot.launch.results.push_back(std::move(results[i]));
+  slot.ctx = std::move(ctx);
+  if (&slot != &inline_item_) return FinishEnqueue(lock);
+  // Buffer use marks are skipped: they tell a sync point what to wait for, and this is done.
+  uint64_t seq = slot.seq;
+  RunItem(slot);
+  slot.launch.params.clear();
+  slot.launch.results.clear();
+  slot.launch.executable.reset();
+  slot.ctx.origins.reset();
+  completed_.store(seq, std::memory_order_seq_cst);
+  lock.unlock();
+  inline_runs->Add();
+  return seq;
+}
+
+uint64_t WorkerQueue::Write(Buffer* dst, int64_t offset, const void* src, int64_t nbytes, TaskContext ctx) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (ring_done_.load(std::memory_order_acquire) == tail_) {
+    // Idle: write now, straight from the caller's memory (no snapshot).
+    ReclaimLocked();
+    Item& item = inline_item_;
+    item.seq = NextSeqLocked();
+    item.kind = Kind::kWrite;
+    item.launch.results.emplace_back(dst, offset, DType::kU8, Dims{nbytes});
+    item.dst_offset = offset;
+    item.nbytes = nbytes;
+    item.ctx = std::move(ctx);
+    const void* saved = src;
+    item.task = [this, dst, offset, saved, nbytes] { return executor_->Write(dst, offset, saved, nbytes); };
+    uint64_t seq = item.seq;
+    RunItem(item);
+    item.task = nullptr;
+    item.launch.results.clear();
+    completed_.store(seq, std::memory_order_seq_cst);
+    return seq;
+  }
+  Item& slot = BeginEnqueue(lock);
+  slot.kind = Kind::kWrite;
+  slot.bytes.assign(static_cast<const char*>(src), static_cast<const char*>(src) + nbytes);
+  slot.launch.results.emplace_back(dst, offset, DType::kU8, Dims{nbytes});
+  slot.dst_offset = offset;
+  slot.nbytes = nbytes;
+  slot.ctx = std::move(ctx);
+  return FinishEnqueue(lock);
+}
+
+uint64_t WorkerQueue::Copy(Buffer* src, int64_t src_offset, Buffer* dst, int64_t dst_offset, int64_t nbytes,
+                           TaskContext ctx) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Item& slot = BeginEnqueue(lock);
+  slot.kind = Kind::kCopy;
+  slot.launch.params.emplace_back(src, src_offset, DType::kU8, Dims{nbytes});
+  slot.launch.results.emplace_back(dst, dst_offset, DType::kU8, Dims{nbytes});
+  slot.src_offset = src_offset;
+  slot.dst_offset = dst_offset;
+  slot.nbytes = nbytes;
+  slot.ctx = std::move(ctx);
+  return FinishEnqueue(lock);
+}
+
+Status WorkerQueue::Execute(Item& item, int* failed_op) {
+  switch (item.kind) {
+    case Kind::kTask: return item.task();
+    case Kind::kLaunch: return executor_->Run(item.launch, failed_op);
+    case Kind::kWrite:
+      if (item.task) return item.task();  // inline: from the caller's memory
+      return executor_->Write(item.launch.results[0].buffer(), item.dst_offset, item.bytes.data(), item.nbytes);
+    case Kind::kCopy:
+      return executor_->Copy(item.launch.params[0].buffer(), item.src_offset, item.launch.results[0].buffer(),
+                             item.dst_offset, item.nbytes);
+  }
+  return Internal("unknown queue item");
+}
+
+void WorkerQueue::RunItem(Item& item) {
+  // Note [Failed buffers]: a task that reads a failed buffer does not run on its garbage.
+  for (const Binding& b : item.launch.params) {
+    uint64_t origin = b.buffer() ? b.buffer()->failed() : 0;
+    if (origin) {
+      RecordSkip(item, origin);
+      for (const Binding& r : item.launch.results)
+        if (r.buffer()) r.buffer()->set_failed(origin);
+      return;
+    }
+  }
+  int failed_op = -1;
+  Status st = Execute(item, &failed_op);
+  if (!st.ok()) {
+    RecordError(item, st, failed_op);
+    for (const Binding& r : item.launch.results)
+      if (r.buffer()) r.buffer()->set_failed(item.seq);
+    return;
+  }
+  // A result that overwrote its whole buffer holds a valid value again.
+  for (const Binding& r : item.launch.results)
+    if (r.buffer() && r.buffer()->failed() && r.CoversBuffer()) r.buffer()->set_failed(0);
+}
+
+namespace {
+// Results written in place over one of the task's own inputs.
+template <typename F>
+void ForEachInPlaceResult(const Launch& launch, F f) {
+  for (const Binding& r : launch.results) {
+    if (!r.buffer()) continue;
+    for (const Binding& p : launch.params)
+      if (p.buffer() == r.buffer()) {
+        f(r.buffer());
+        break;
+      }
+  }
+}
+}  // namespace
+
+void WorkerQueue::RecordError(const Item& item, const Status& st, int failed_op) {
+  static Counter* device_errors = GetCounter("device_errors");
+  device_errors->Add();
+  const char* op = item.ctx.op;
+  const std::string* location = &item.ctx.location;
+  if (item.ctx.origins && failed_op >= 0 && item.launch.executable) {
+    int src = item.launch.executable->SourceOp(failed_op);
+    if (src >= 0 && src < static_cast<int>(item.ctx.origins->size())) {
+      op = (*item.ctx.origins)[src].op;
+      location = &(*item.ctx.origins)[src].location;
+    }
+  }
+  std::string where = location->empty() ? "" : " (issued at " + *location + ")";
+  ErrorRecord rec;
+  rec.seq = item.seq;
+  rec.status = Status(st.code(), std::string(op) + where + ": " + st.message());
+  rec.thread = item.ctx.thread;
+  ForEachInPlaceResult(item.launch, [&](Buffer* b) {
+    b->Retain();
+    rec.restore.push_back(b);
+  });
+  std::lock_guard<std::mutex> lock(errors_mu_);
+  errors_.push_back(std::move(rec));
+  unreported_.fetch_add(1, std::memory_order_release);
+  // Reported records stay a while (a failed buffer read later names its origin); bound them.
+  while (errors_.size() > 256 && errors_.front().reported) errors_.pop_front();
+}
+
+void WorkerQueue::RecordSkip(const Item& item, uint64_t origin) {
+  static Counter* skipped = GetCounter("tasks_skipped_after_error");
+  skipped->Add();
+  std::lock_guard<std::mutex> lock(errors_mu_);
+  ErrorRecord* rec = FindLocked(origin);
+  if (!rec || rec->reported) return;  // a failed buffer whose error was reported stays failed
+  ForEachInPlaceResult(item.launch, [&](Buffer* b) {
+    b->Retain();
+    rec->restore.push_back(b);
+  });
+}
+
+WorkerQueue::ErrorRecord* WorkerQueue::FindLocked(uint64_t seq) {
+  for (ErrorRecord& r : errors_)
+    if (r.seq == seq) return &r;
+  return nullptr;
+}
+
+Status WorkerQueue::ReportLocked(ErrorRecord& rec) {
+  if (!rec.reported) {
+    rec.reported = true;
+    unreported_.fetch_sub(1, std::memory_order_acq_rel);
+    for (Buffer* b : rec.restore) {
+      if (b->failed() == rec.seq) b->set_failed(0);
+      b->Release();
+    }
+    rec.restore.clear();
+  }
+  return rec.status;
+}
+
+void WorkerQueue::WakeWaiters() {
+  // Pairs with the waiters' seq_cst increment of waiters_ before they test completed_: either
+  // they see the new completed_, or we see them and notify under the lock.
+  if (waiters_.load(std::memory_order_seq_cst) > 0) {
+    { std::lock_guard<std::mutex> lock(mu_); }
+    done_cv_.notify_all();
+  }
+}
+
+void WorkerQueue::WorkerLoop() {
+  for (uint64_t next = 1;; ++next) {
+    if (submitted_.load(std::memory_order_acquire) < next) {
+      // Spin briefly (~20 us) before sleeping: the next op usually arrives within microseconds.
+      for (int i = 0; i < 2000 && submitted_.load(std::memory_order_acquire) < next; ++i) CpuRelax();
+      if (submitted_.load(std::memory_order_acquire) < next) {
+        std::unique_lock<std::mutex> lock(mu_);
+        worker_sleeping_.store(true, std::memory_order_release);
+        work_cv_.wait(lock, [&] { return stop_ || submitted_.load(std::memory_order_acquire) >= next; });
+        worker_sleeping_.store(false, std::memory_order_release);
+        if (submitted_.load(std::memory_order_acquire) < next) return;  // stopping, nothing left
+      }
+    }
+    // The producer finished writing this slot before publishing `submitted_` (release/acquire),
+    // and will not touch it again until `ring_done_` passes it.
+    Item& item = ring_[(next - 1) % ring_.size()];
+    uint64_t seq = item.seq;
+    RunItem(item);
+    // completed_ first: a producer that sees the ring drained may run the next task inline and
+    // advance completed_ past this one. After ring_done_ the slot belongs to the producers.
+    completed_.store(seq, std::memory_order_seq_cst);
+    ring_done_.store(next, std::memory_order_seq_cst);
+    WakeWaiters();
+  }
+}
+
+void WorkerQueue::WaitUntilDone(uint64_t seq) {
+  if (completed_.load(std::memory_order_acquire) >= seq) return;
+  for (int i = 0; i < 1000 && completed_.load(std::memory_order_acquire) < seq; ++i) CpuRelax();
+  std::unique_lock<std::mutex> lock(mu_);
+  if (completed_.load(std::memory_order_seq_cst) < seq) {
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_seq_cst) >= seq; });
+    waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+void WorkerQueue::Drain() {
+  WaitUntilDone(seq_.load(std::memory_order_acquire));
+  std::lock_guard<std::mutex> lock(mu_);
+  ReclaimLocked();
+}
+
+Status WorkerQueue::WaitFor(uint64_t seq) {
+  WaitUntilDone(seq);
+  CollectGarbage();
+  if (unreported_.load(std::memory_order_acquire) == 0) return Status::Ok();
+  std::lock_guard<std::mutex> lock(errors_mu_);
+  if (ErrorRecord* rec = FindLocked(seq)) return ReportLocked(*rec);
+  return Status::Ok();
+}
+
+Status WorkerQueue::SyncBuffer(const Buffer* buffer) {
+  WaitUntilDone(buffer ? buffer->last_use() : seq_.load(std::memory_order_acquire));
+  CollectGarbage();
+  uint64_t origin = buffer ? buffer->failed() : 0;
+  if (!origin && unreported_.load(std::memory_order_acquire) == 0) return Status::Ok();
+  std::lock_guard<std::mutex> lock(errors_mu_);
+  if (origin) {
+    ErrorRecord* rec = FindLocked(origin);
+    if (!rec) return FailedPrecondition("this tensor has no value: the device op that was to compute it failed "
+                                        "(its error was reported earlier)");
+    if (rec->reported)
+      return Status(rec->status.code(), "this tensor has no value: the device op that was to compute it failed "
+                                        "earlier with: " + rec->status.message());
+    return ReportLocked(*rec);
+  }
+  int me = ThreadId();
+  uint64_t done = completed_.load(std::memory_order_acquire);
+  for (ErrorRecord& r : errors_)
+    if (!r.reported && r.thread == me && r.seq <= done) return ReportLocked(r);
+  return Status::Ok();
+}
+
+Status WorkerQueue::Synchronize() {
+  WaitUntilDone(seq_.load(std::memory_order_acquire));
+  CollectGarbage();
+  if (unreported_.load(std::memory_order_acquire) == 0) return Status::Ok();
+  std::lock_guard<std::mutex> lock(errors_mu_);
+  int me = ThreadId();
+  for (ErrorRecord& r : errors_)
+    if (!r.reported && r.thread == me) return ReportLocked(r);
+  for (ErrorRecord& r : errors_)
+    if (!r.reported) return ReportLocked(r);
+  return Status::Ok();
+}
+
+Status WorkerQueue::TakeAnyError() {
+  if (unreported_.load(std::memory_order_acquire) == 0) return Status::Ok();
+  std::lock_guard<std::mutex> lock(errors_mu_);
+  for (ErrorRecord& r : errors_)
+    if (!r.reported) return ReportLocked(r);
+  return Status::Ok();
+}
+
+Status WorkerQueue::Read(Buffer* src, int64_t offset, int64_t nbytes, void* dst) {
+  WaitUntilDone(src->last_use());
+  if (uint64_t origin = src->failed()) {
+    std::lock_guard<std::mutex> lock(errors_mu_);
+    ErrorRecord* rec = FindLocked(origin);
+    if (rec && !rec->reported) return ReportLocked(*rec);
+    return FailedPrecondition("this tensor has no value: the device op that was to compute it failed" +
+                              (rec ? " earlier with: " + rec->status.message() : std::string()));
+  }
+  if (nbytes == 0) return Status::Ok();
+  return executor_->Read(src, offset, nbytes, dst);
+}
+
+}  // namespace tpu

@@ -1,0 +1,117 @@
+// WorkerQueue: the Queue both backends use -- an in-order ring of tasks run by one worker thread
+// through the backend's Executor (host kernels, or PJRT calls).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime/queue.h"
+
+namespace tpu {
+
+class WorkerQueue final : public Queue {
+ public:
+  WorkerQueue(int device, Executor* executor);
+  ~WorkerQueue() override;
+
+  uint64_t Launch(ExecutablePtr exe, Binding* params, size_t num_params, Binding* results, size_t num_results,
+                  TaskContext ctx, bool may_run_inline) override;
+  uint64_t Write(Buffer* dst, int64_t offset, const void* src, int64_t nbytes, TaskContext ctx) override;
+  Status Read(Buffer* src, int64_t offset, int64_t nbytes, void* dst) override;
+  uint64_t Copy(Buffer* src, int64_t src_offset, Buffer* dst, int64_t dst_offset, int64_t nbytes,
+                TaskContext ctx) override;
+  uint64_t Enqueue(Task task, TaskContext ctx) override;
+
+  Status WaitFor(uint64_t seq) override;
+  Status SyncBuffer(const Buffer* buffer) override;
+  Status Synchronize() override;
+  Status TakeAnyError() override;
+
+  bool Done(uint64_t seq) const override { return completed_.load(std::memory_order_acquire) >= seq; }
+  uint64_t submitted() const override { return seq_.load(std::memory_order_acquire); }
+  uint64_t completed() const override { return completed_.load(std::memory_order_acquire); }
+  void CollectGarbage() override;
+  void Drain() override;
+
+  // Most tasks a producer may have queued before it waits (bounded memory).
+  static constexpr uint64_t kMaxInFlight = 4096;
+
+ private:
+  enum class Kind : uint8_t { kTask, kLaunch, kWrite, kCopy };
+  struct Item {
+    Kind kind = Kind::kTask;
+    Task task;
+    // kLaunch: the program and its bindings. kWrite: results[0] is the destination. kCopy:
+    // params[0] the source, results[0] the destination. (Bindings keep their buffers alive.)
+    struct Launch launch;
+    std::vector<char> bytes;  // kWrite: the host data
+    int64_t src_offset = 0, dst_offset = 0, nbytes = 0;
+    TaskContext ctx;
+    uint64_t seq = 0;
+  };
+  // Note [Task errors]: one record per failed task, kept until a sync point reports it.
+  struct ErrorRecord {
+    uint64_t seq = 0;
+    Status status;
+    int thread = 0;
+    bool reported = false;
+    // Buffers a skipped task was to update in place: their contents are still the values from
+    // before the failure, so once the error is reported they are valid again.
+    std::vector<Buffer*> restore;
+  };
+
+  // Claims the ring slot for the next task (waiting for room), under `lock` on mu_.
+  Item& BeginEnqueue(std::unique_lock<std::mutex>& lock);
+  uint64_t FinishEnqueue(std::unique_lock<std::mutex>& lock);
+  void ReclaimLocked();
+  uint64_t NextSeqLocked() {
+    uint64_t seq = seq_.load(std::memory_order_relaxed) + 1;
+    seq_.store(seq, std::memory_order_release);
+    return seq;
+  }
+  // Runs one item (on the worker, or inline under mu_), applying Note [Failed buffers].
+  void RunItem(Item& item);
+  Status Execute(Item& item, int* failed_op);
+  void RecordError(const Item& item, const Status& st, int failed_op);
+  void RecordSkip(const Item& item, uint64_t origin);
+  // Waits (spin, then block) until task `seq` has finished.
+  void WaitUntilDone(uint64_t seq);
+  // Marks `record` reported and returns its status (restoring the buffers it kept). Under mu_.
+  Status ReportLocked(ErrorRecord& record);
+  ErrorRecord* FindLocked(uint64_t seq);
+  void WorkerLoop();
+  void WakeWaiters();
+
+  // Layout: the producer's fields, the two counters, and the rarely written fields each get their
+  // own cache line, so the worker polling `submitted_` and publishing `completed_` never makes the
+  // producer's lock miss the cache.
+  const int device_;
+  Executor* const executor_;
+  // Note [Queue memory]: a fixed ring of task slots, so queueing allocates nothing. The worker
+  // runs a task in its slot and publishes `ring_done_`; it never touches the slot again. Producers
+  // (under mu_) reclaim finished slots -- destroying the launch's bindings, which releases buffers
+  // -- before they queue the next task, so memory is freed on the thread that allocated it.
+  std::vector<Item> ring_;
+  alignas(64) std::mutex mu_;  // producers; also guards stop_, the error records and the waits
+  uint64_t tail_ = 0;          // ring tasks written (== submitted_)
+  std::atomic<uint64_t> reclaimed_{0};
+  std::atomic<uint64_t> seq_{0};  // last sequence number given out (written under mu_)
+  bool stop_ = false;
+  Item inline_item_;  // a launch run on the submitting thread (under mu_)
+  alignas(64) std::mutex errors_mu_;
+  std::deque<ErrorRecord> errors_;  // in sequence order
+  std::atomic<int> unreported_{0};
+  alignas(64) std::atomic<uint64_t> submitted_{0};  // ring tasks published to the worker
+  alignas(64) std::atomic<uint64_t> completed_{0};  // sequence number of the last finished task
+  std::atomic<uint64_t> ring_done_{0};              // ring tasks finished
+  alignas(64) std::atomic<bool> worker_sleeping_{false};
+  std::atomic<int> waiters_{0};
+  std::condition_variable work_cv_, done_cv_;
+  alignas(64) std::thread worker_;
+};
+
+}  // namespace tpu

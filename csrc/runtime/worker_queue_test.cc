@@ -1,0 +1,368 @@
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/allocator.h"
+#include "runtime/worker_queue.h"
+
+namespace tpu {
+namespace {
+
+// For queues that only run host tasks.
+class NoExecutor : public Executor {
+ public:
+  Status Run(const Launch&, int*) override { return Internal("no launches here"); }
+  Status Write(Buffer*, int64_t, const void*, int64_t) override { return Internal("no writes here"); }
+  Status Read(Buffer*, int64_t, int64_t, void*) override { return Internal("no reads here"); }
+  Status Copy(Buffer*, int64_t, Buffer*, int64_t, int64_t) override { return Internal("no copies here"); }
+};
+NoExecutor g_none;
+
+TEST(QueueTest, TasksRunInOrder) {
+  WorkerQueue q(0, &g_none);
+  std::mutex mu;
+  std::vector<int> order;
+  uint64_t last = 0;
+  for (int i = 0; i < 200; ++i) {
+    uint64_t seq = q.Enqueue(
+        [&, i] {
+          std::lock_guard<std::mutex> lock(mu);
+          order.push_back(i);
+          return Status::Ok();
+        },
+        TaskContext{"task", ""});
+    EXPECT_EQ(seq, last + 1);
+    last = seq;
+  }
+  EXPECT_EQ(q.submitted(), 200u);
+  EXPECT_TRUE(q.Synchronize().ok());
+  EXPECT_EQ(q.completed(), 200u);
+  ASSERT_EQ(order.size(), 200u);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(order[i], i);
+}
+
+TEST(QueueTest, WaitForWaitsForThatTask) {
+  WorkerQueue q(0, &g_none);
+  std::atomic<bool> first_done{false}, release{false};
+  uint64_t s1 = q.Enqueue(
+      [&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        first_done = true;
+        return Status::Ok();
+      },
+      {});
+  uint64_t s2 = q.Enqueue(
+      [&] {
+        while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return Status::Ok();
+      },
+      {});
+  EXPECT_TRUE(q.WaitFor(s1).ok());
+  EXPECT_TRUE(first_done);
+  EXPECT_TRUE(q.Done(s1));
+  EXPECT_FALSE(q.Done(s2));  // still blocked on `release`
+  release = true;
+  EXPECT_TRUE(q.WaitFor(s2).ok());
+  EXPECT_TRUE(q.Done(s2));
+}
+
+TEST(QueueTest, ErrorIsReturnedWithContextThenCleared) {
+  WorkerQueue q(0, &g_none);
+  std::atomic<int> ran{0};
+  q.Enqueue([&] { ++ran; return Status::Ok(); }, TaskContext{"aten::mul", "a.py:1"});
+  q.Enqueue([&] { ++ran; return OutOfRange("index 9 is out of bounds"); },
+            TaskContext{"aten::index_select", "model.py:42"});
+  q.Enqueue([&] { ++ran; return Internal("second error"); }, TaskContext{"aten::add", "model.py:43"});
+  uint64_t last = q.Enqueue([&] { ++ran; return Status::Ok(); }, TaskContext{"aten::sum", ""});
+  Status s = q.Synchronize();
+  EXPECT_EQ(ran.load(), 4);  // tasks after the failing one still ran (they read none of its results)
+  EXPECT_TRUE(q.Done(last));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Code::kOutOfRange);  // errors are reported in order ...
+  EXPECT_EQ(s.message(), "aten::index_select (issued at model.py:42): index 9 is out of bounds");
+  Status s2 = q.Synchronize();  // ... and none is dropped
+  EXPECT_EQ(s2.code(), Code::kInternal);
+  EXPECT_EQ(s2.message(), "aten::add (issued at model.py:43): second error");
+  EXPECT_TRUE(q.Synchronize().ok());  // cleared once reported
+
+  q.Enqueue([&] { return InvalidArgument("bad"); }, TaskContext{"aten::view", ""});
+  Status t = q.Synchronize();
+  EXPECT_EQ(t.code(), Code::kInvalidArgument);
+  EXPECT_EQ(t.message(), "aten::view: bad");  // no location captured
+  EXPECT_TRUE(q.Synchronize().ok());
+}
+
+TEST(QueueTest, EnqueueFromSeveralThreads) {
+  WorkerQueue q(1, &g_none);
+  std::atomic<int> count{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 250; ++i) q.Enqueue([&] { ++count; return Status::Ok(); }, {});
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(q.Synchronize().ok());
+  EXPECT_EQ(count.load(), 1000);
+  EXPECT_EQ(q.completed(), 1000u);
+}
+
+TEST(QueueTest, IdleWorkerWakesUp) {
+  WorkerQueue q(0, &g_none);
+  for (int round = 0; round < 5; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let the worker go to sleep
+    std::atomic<bool> ran{false};
+    uint64_t s = q.Enqueue([&] { ran = true; return Status::Ok(); }, {});
+    EXPECT_TRUE(q.WaitFor(s).ok());
+    EXPECT_TRUE(ran);
+  }
+}
+
+TEST(QueueTest, DestructorRunsPendingTasks) {
+  std::atomic<int> count{0};
+  {
+    WorkerQueue q(0, &g_none);
+    for (int i = 0; i < 50; ++i)
+      q.Enqueue([&] {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        ++count;
+        return Status::Ok();
+      }, {});
+  }
+  EXPECT_EQ(count.load(), 50);
+}
+
+// An executor that records which thread ran each launch, in order; a launch whose program is
+// named "fail" returns an error, one named "slow" sleeps first.
+class RecordingExecutor : public NoExecutor {
+ public:
+  Status Run(const Launch& launch, int*) override {
+    if (launch.executable->name() == "slow") std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    std::lock_guard<std::mutex> lock(mu);
+    runs.emplace_back(launch.executable->name(), std::this_thread::get_id());
+    if (launch.executable->name() == "fail") return OutOfRange("index 7 is out of bounds");
+    return Status::Ok();
+  }
+  std::mutex mu;
+  std::vector<std::pair<std::string, std::thread::id>> runs;
+};
+
+ExecutablePtr Named(const std::string& name, uint64_t fingerprint = 0) {
+  auto exe = std::make_shared<Executable>();
+  exe->set_identity(fingerprint, name, 0);
+  return exe;
+}
+
+uint64_t Submit(Queue& q, const std::string& name, bool may_run_inline) {
+  return q.Launch(Named(name), nullptr, 0, nullptr, 0, TaskContext{"test::op", "t.py:1"}, may_run_inline);
+}
+
+TEST(QueueTest, IdleQueueRunsSmallLaunchesOnTheCallingThread) {
+  RecordingExecutor ex;
+  WorkerQueue q(0, &ex);
+  uint64_t s1 = Submit(q, "a", /*may_run_inline=*/true);
+  EXPECT_TRUE(q.Done(s1));  // ran before Launch returned
+  uint64_t s2 = Submit(q, "b", /*may_run_inline=*/false);
+  EXPECT_EQ(s2, s1 + 1);
+  EXPECT_TRUE(q.Synchronize().ok());
+  ASSERT_EQ(ex.runs.size(), 2u);
+  EXPECT_EQ(ex.runs[0].second, std::this_thread::get_id());
+  EXPECT_NE(ex.runs[1].second, std::this_thread::get_id());  // the worker
+}
+
+TEST(QueueTest, InlineLaunchWaitsItsTurnBehindQueuedWork) {
+  RecordingExecutor ex;
+  WorkerQueue q(0, &ex);
+  Submit(q, "slow", false);
+  uint64_t s = Submit(q, "small", true);  // the queue is busy: this one is queued too
+  EXPECT_TRUE(q.WaitFor(s).ok());
+  ASSERT_EQ(ex.runs.size(), 2u);
+  EXPECT_EQ(ex.runs[0].first, "slow");
+  EXPECT_EQ(ex.runs[1].first, "small");
+  EXPECT_NE(ex.runs[1].second, std::this_thread::get_id());
+  EXPECT_EQ(q.completed(), s);
+}
+
+TEST(QueueTest, InlineErrorIsKeptForTheNextSyncPoint) {
+  RecordingExecutor ex;
+  WorkerQueue q(0, &ex);
+  uint64_t s = Submit(q, "fail", true);
+  EXPECT_TRUE(q.Done(s));
+  Submit(q, "later", true);  // later work still runs
+  Status st = q.Synchronize();
+  EXPECT_EQ(st.code(), Code::kOutOfRange);
+  EXPECT_EQ(st.message(), "test::op (issued at t.py:1): index 7 is out of bounds");
+  EXPECT_TRUE(q.Synchronize().ok());
+  EXPECT_EQ(ex.runs.size(), 2u);
+}
+
+TEST(QueueTest, MixedInlineAndQueuedFromSeveralThreadsKeepSequenceOrder) {
+  std::mutex mu;
+  std::vector<uint64_t> seen;  // sequence numbers in the order they ran
+  class SeqExecutor : public NoExecutor {
+   public:
+    SeqExecutor(std::mutex& mu, std::vector<uint64_t>& seen) : mu_(mu), seen_(seen) {}
+    Status Run(const Launch& launch, int*) override {
+      std::lock_guard<std::mutex> lock(mu_);
+      seen_.push_back(launch.executable->fingerprint());
+      return Status::Ok();
+    }
+    std::mutex& mu_;
+    std::vector<uint64_t>& seen_;
+  } ex(mu, seen);
+  WorkerQueue q(0, &ex);
+  // The sequence number a launch gets is only known from Launch's result, so each
+  // launch records the order it was submitted in, taken under the same lock as the call.
+  std::mutex submit_mu;
+  uint64_t submitted = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 300; ++i) {
+        std::lock_guard<std::mutex> lock(submit_mu);
+        uint64_t seq = q.Launch(Named("x", ++submitted), nullptr, 0, nullptr, 0, {}, /*may_run_inline=*/(i + t) % 3 != 0);
+        EXPECT_EQ(seq, submitted);
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_TRUE(q.Synchronize().ok());
+  ASSERT_EQ(seen.size(), 900u);
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], i + 1);
+}
+
+// ---- Note [Failed buffers] ---------------------------------------------------------------------
+
+// Buffers whose "memory" is a vector (contents point at it); freeing deletes both.
+class VectorAllocator : public Allocator {
+ public:
+  StatusOr<Buffer*> Allocate(int64_t nbytes, bool) override {
+    auto* b = new Buffer(nbytes, this, 0);
+    b->set_contents(new std::vector<char>(static_cast<size_t>(nbytes)));
+    return b;
+  }
+  Status Materialize(Buffer*) override { return Status::Ok(); }
+  void Free(Buffer* b) override {
+    delete static_cast<std::vector<char>*>(b->contents());
+    delete b;
+  }
+  MemoryStats stats() const override { return {}; }
+  void ResetPeak() override {}
+  void ResetAccumulated() override {}
+  void EmptyCache() override {}
+  int64_t capacity() const override { return 0; }
+};
+
+// Launch "copy" copies byte 0 of params[0] to results[0]; "add1" writes params[0] + 1; "fail" fails.
+class ByteExecutor : public NoExecutor {
+ public:
+  static char& At(const Binding& b) { return (*static_cast<std::vector<char>*>(b.buffer()->contents()))[0]; }
+  Status Run(const Launch& launch, int* failed_op) override {
+    ++runs;
+    const std::string& n = launch.executable->name();
+    if (n == "fail") {
+      *failed_op = 1;
+      return OutOfRange("index 5 is out of bounds");
+    }
+    if (n == "copy") At(launch.results[0]) = At(launch.params[0]);
+    if (n == "add1") At(launch.results[0]) = static_cast<char>(At(launch.params[0]) + 1);
+    return Status::Ok();
+  }
+  std::atomic<int> runs{0};
+};
+
+class FailedBufferTest : public ::testing::Test {
+ protected:
+  Buffer* New(char v) {
+    Buffer* b = alloc.Allocate(1, true).value();
+    (*static_cast<std::vector<char>*>(b->contents()))[0] = v;
+    return b;
+  }
+  // `extra`: a second input (the launch reads it too).
+  uint64_t Run(const char* name, Buffer* in, Buffer* out, const char* op, const char* line, Buffer* extra = nullptr) {
+    Binding p[] = {Binding(in, 0, DType::kU8, {1}), Binding(extra, 0, DType::kU8, {1})};
+    Binding r[] = {Binding(out, 0, DType::kU8, {1})};
+    TaskContext ctx(op, line);
+    ctx.thread = ThreadId();
+    return q.Launch(Named(name), p, extra ? 2 : 1, r, 1, std::move(ctx), false);
+  }
+  static char Value(Buffer* b) { return (*static_cast<std::vector<char>*>(b->contents()))[0]; }
+  VectorAllocator alloc;
+  ByteExecutor ex;
+  WorkerQueue q{0, &ex};
+};
+
+TEST_F(FailedBufferTest, ConsumersOfAFailedResultDoNotRun) {
+  Buffer *x = New(1), *loss = New(0), *grad = New(0), *w = New(10);
+  Run("fail", x, loss, "aten::nll_loss", "train.py:7");       // loss never computed
+  Run("copy", loss, grad, "aten::nll_loss_backward", "train.py:8");
+  Run("add1", w, w, "aten::add_", "train.py:9", grad);        // the optimizer step: w += f(grad)
+  uint64_t last = Run("add1", x, x, "aten::add_", "train.py:10");  // unrelated: still runs
+  q.WaitFor(last).IgnoreError();
+  EXPECT_EQ(ex.runs.load(), 2);  // only the failing op and the unrelated one ran
+  EXPECT_EQ(Value(x), 2);
+  EXPECT_EQ(Value(w), 10);       // the weights keep their values from before the failure
+  EXPECT_EQ(loss->failed(), grad->failed());
+  EXPECT_NE(loss->failed(), 0u);
+  // Reading the gradient raises the loss's error, naming the op and line that failed.
+  Status st = q.SyncBuffer(grad);
+  EXPECT_EQ(st.code(), Code::kOutOfRange);
+  EXPECT_EQ(st.message(), "aten::nll_loss (issued at train.py:7): index 5 is out of bounds");
+  EXPECT_EQ(w->failed(), 0u);     // reported: the untouched in-place target is valid again
+  EXPECT_TRUE(q.Synchronize().ok());  // reported once
+  Status again = q.SyncBuffer(loss);  // a value that was never computed stays unreadable
+  EXPECT_EQ(again.code(), Code::kOutOfRange);
+  EXPECT_NE(again.message().find("has no value"), std::string::npos) << again.message();
+  char byte;
+  EXPECT_FALSE(q.Read(grad, 0, 1, &byte).ok());
+  // Work on valid data runs again, and a full overwrite makes a failed buffer valid.
+  Run("add1", w, w, "aten::add_", "train.py:9");
+  Run("copy", x, loss, "aten::copy_", "train.py:11");
+  EXPECT_TRUE(q.SyncBuffer(loss).ok());
+  EXPECT_EQ(Value(w), 11);
+  EXPECT_EQ(Value(loss), 2);
+  for (Buffer* b : {x, loss, grad, w}) b->Release();
+}
+
+TEST_F(FailedBufferTest, ErrorsReachTheThreadThatIssuedThem) {
+  Buffer *a = New(1), *b = New(0), *c = New(5), *d = New(0);
+  std::thread other([&] { Run("fail", a, b, "aten::gather", "worker.py:3"); });  // nothing syncs there
+  other.join();
+  // An unrelated sync on this thread does not take the other thread's error...
+  Run("copy", c, d, "aten::copy_", "main.py:1");
+  EXPECT_TRUE(q.SyncBuffer(d).ok());
+  EXPECT_EQ(Value(d), 5);
+  // ... a device-wide sync does.
+  Status st = q.Synchronize();
+  EXPECT_EQ(st.message(), "aten::gather (issued at worker.py:3): index 5 is out of bounds");
+  for (Buffer* x : {a, b, c, d}) x->Release();
+}
+
+TEST_F(FailedBufferTest, WaitForReturnsThatTasksOwnError) {
+  Buffer *a = New(1), *b = New(0), *c = New(0);
+  uint64_t bad = Run("fail", a, b, "aten::index_select", "m.py:1");
+  uint64_t good = Run("copy", a, c, "aten::copy_", "m.py:2");
+  EXPECT_TRUE(q.WaitFor(good).ok());  // its own task did not fail
+  Status st = q.WaitFor(bad);
+  EXPECT_EQ(st.code(), Code::kOutOfRange);
+  EXPECT_EQ(st.message(), "aten::index_select (issued at m.py:1): index 5 is out of bounds");
+  EXPECT_TRUE(q.TakeAnyError().ok());
+  for (Buffer* x : {a, b, c}) x->Release();
+}
+
+TEST_F(FailedBufferTest, AnErrorNothingSyncsIsKeptForExit) {
+  Buffer *a = New(1), *b = New(0);
+  q.WaitFor(Run("fail", a, b, "aten::take", "m.py:4")).IgnoreError();  // reported to that wait...
+  Run("fail", a, b, "aten::take", "m.py:5");
+  q.Drain();
+  Status st = q.TakeAnyError();  // ... the second one to nobody yet
+  EXPECT_EQ(st.message(), "aten::take (issued at m.py:5): index 5 is out of bounds");
+  EXPECT_TRUE(q.TakeAnyError().ok());
+  for (Buffer* x : {a, b}) x->Release();
+}
+
+}  // namespace
+}  // namespace tpu
