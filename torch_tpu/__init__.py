@@ -57,6 +57,7 @@ from ._tpu_module import *  # noqa: E402,F401,F403
 from .modes import eager_mode, get_eager_mode, set_check_nan, set_eager_mode  # noqa: E402,F401
 from . import config  # noqa: E402,F401
 from . import data  # noqa: E402,F401
+from . import debug  # noqa: E402,F401
 
 __all__ = [
     "device",
@@ -67,4 +68,5 @@ __all__ = [
     "metrics",
     "config",
     "data",
+    "debug",
 ]

@@ -13,6 +13,12 @@ def reset() -> None:
     _C.reset_counters()
 
 
+def window_cuts() -> dict[str, int]:
+    """Why fused windows were cut: reason -> count (host_read, synchronize, size_limit, fallback,
+    mode_change, alias, each_op)."""
+    return {k[len("window_cuts/"):]: v for k, v in counters().items() if k.startswith("window_cuts/") and v}
+
+
 def fallback_ops() -> dict[str, int]:
     """Ops that ran through the CPU fallback, with their counts."""
     return {k[len("fallback/"):]: v for k, v in counters().items() if k.startswith("fallback/") and v}
@@ -27,6 +33,10 @@ def report() -> str:
         f"  compiles             {get('compiles')}  ({get('compile_time_ns') / 1e6:.1f} ms)",
         f"  compile cache        {get('compile_cache_hits')} hits, {get('compile_cache_misses')} misses",
         f"  host syncs           {get('host_syncs')}",
+        f"  fused windows        {get('windows')}"
+        + (f"  ({get('window_ops') / max(1, get('windows')):.1f} ops per window; cut by: "
+           + ", ".join(f"{k[len('window_cuts/'):]} {v}" for k, v in sorted(c.items())
+                       if k.startswith("window_cuts/") and v) + ")" if get('windows') else ""),
         f"  to device            {get('transfers_to_device')} transfers, {get('transfer_bytes_to_device')} bytes",
         f"  to host              {get('transfers_to_host')} transfers, {get('transfer_bytes_to_host')} bytes",
     ]

@@ -6,6 +6,11 @@
   the op and the source line that issued it.
 * ``debug``: each op runs synchronously and raises at the line that caused it; with
   ``TORCH_TPU_CHECK_NAN=1`` (or ``set_check_nan(True)``) the first op producing NaN/Inf raises.
+* ``fused``: ops are deferred into a window per device that compiles as one program and runs when
+  a value is needed: a host read of pending data (``.item()``, ``.cpu()``, ``print``), a
+  ``synchronize()``, a CPU-fallback op, the window's size limit (option ``window_ops``) or a
+  mode change. Shape/dtype/device mistakes still raise at the user's line; a data-dependent error
+  raises at the next sync point naming the op and its line.
 """
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import contextlib
 
 from . import _C
 
-_MODES = ("strict", "debug")
+_MODES = ("strict", "debug", "fused")
 
 
 def set_eager_mode(mode: str) -> None:
@@ -22,6 +27,7 @@ def set_eager_mode(mode: str) -> None:
     if mode not in _MODES:
         raise ValueError(f"unknown eager mode {mode!r}; expected one of {_MODES}")
     try:
+        _C._cut_windows("mode_change")  # what fused mode recorded runs now, under its own mode
         _C.synchronize(-1)
     finally:
         _C.set_option("eager_mode", mode)

@@ -40,4 +40,17 @@ inline uint64_t HashFinish(uint64_t h) {
 
 inline uint64_t HashString(uint64_t h, std::string_view s) { return HashBytes(h, s.data(), s.size()); }
 
+// A 128-bit fingerprint built word by word (two independent lanes), for keys that are trusted
+// without a structural comparison: a fused window's program is keyed by it as its ops are
+// recorded, so a cache hit costs no walk over the window.
+struct Fingerprint128 {
+  uint64_t lo = 0x7470755f77696e31ULL, hi = 0x6465666572726564ULL;
+  void Add(uint64_t v) {
+    lo = HashStep(lo, v);
+    hi = HashMix(hi, v);
+  }
+  uint64_t Lo() const { return HashFinish(lo); }
+  uint64_t Hi() const { return HashFinish(hi ^ 0x9e3779b97f4a7c15ULL); }
+};
+
 }  // namespace tpu

@@ -47,8 +47,8 @@ CompileCache& CompileCache::Get() {
   return *cache;
 }
 
-uint64_t CompileCache::KeyOf(const Graph& graph, const Backend& backend, const CompileOptions& options) const {
-  uint64_t h = Fingerprint(graph);
+uint64_t CompileCache::KeyOf(uint64_t fingerprint, const Backend& backend, const CompileOptions& options) const {
+  uint64_t h = fingerprint;
   h = HashMix(h, options.Hash());
   // The backend's identity changes only when the process switches backends (tests); hashing its
   // name per lookup costs a few ns.
@@ -59,22 +59,37 @@ uint64_t CompileCache::KeyOf(const Graph& graph, const Backend& backend, const C
 
 StatusOr<ExecutablePtr> CompileCache::GetOrCompile(const Graph& graph, Backend& backend,
                                                    const CompileOptions& options) {
+  return Lookup(graph, KeyOf(Fingerprint(graph), backend, options), 0, backend, options);
+}
+
+StatusOr<ExecutablePtr> CompileCache::GetOrCompile(const Graph& graph, const Fingerprint128& fingerprint,
+                                                   Backend& backend, const CompileOptions& options) {
+  return Lookup(graph, KeyOf(fingerprint.Lo(), backend, options), fingerprint.Hi() | 1, backend, options);
+}
+
+StatusOr<ExecutablePtr> CompileCache::Lookup(const Graph& graph, uint64_t key, uint64_t check, Backend& backend,
+                                             const CompileOptions& options) {
   static Counter* hits = GetCounter("compile_cache_hits");
   static Counter* misses = GetCounter("compile_cache_misses");
   static Counter* compiles = GetCounter("compiles");
   static Counter* compile_ns = GetCounter("compile_time_ns");
-  uint64_t key = KeyOf(graph, backend, options);
+  // The structural comparison guards against fingerprint collisions of 64-bit keys; a trusted
+  // 128-bit key compares its other half.
+  auto same = [&](const ExecutablePtr& exe, uint64_t exe_check) {
+    return check ? exe_check == check : StructurallyEqual(exe->source(), graph);
+  };
   // A small per-thread cache in front of the shared map: the eager path repeats the same few
   // programs, and this skips the lock for them. Entries keep their Executable alive.
   struct Recent {
     uint64_t key = 0;
+    uint64_t check = 0;
     uint64_t generation = 0;
     ExecutablePtr exe;
   };
   thread_local Recent recent[64];
   Recent& slot = recent[key & 63];
   uint64_t generation = generation_.load(std::memory_order_acquire);
-  if (slot.exe && slot.key == key && slot.generation == generation && StructurallyEqual(slot.exe->source(), graph)) {
+  if (slot.exe && slot.key == key && slot.generation == generation && same(slot.exe, slot.check)) {
     hits->Add();
     return slot.exe;
   }
@@ -82,11 +97,10 @@ StatusOr<ExecutablePtr> CompileCache::GetOrCompile(const Graph& graph, Backend& 
     std::lock_guard<std::mutex> lock(mu_);
     ++tick_;
     auto it = map_.find(key);
-    // The structural comparison guards against fingerprint collisions.
-    if (it != map_.end() && StructurallyEqual(it->second->exe->source(), graph)) {
+    if (it != map_.end() && same(it->second->exe, it->second->check)) {
       hits->Add();
       TouchLocked(it->second);
-      slot = Recent{key, generation, it->second->exe};
+      slot = Recent{key, check, generation, it->second->exe};
       return slot.exe;
     }
   }
@@ -98,7 +112,7 @@ StatusOr<ExecutablePtr> CompileCache::GetOrCompile(const Graph& graph, Backend& 
   compile_ns->Add(std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now() - start).count());
   std::lock_guard<std::mutex> lock(mu_);
-  InsertLocked(key, exe);
+  InsertLocked(key, check, exe);
   return exe;
 }
 
@@ -119,10 +133,11 @@ void CompileCache::TouchLocked(List::iterator it) {
   }
 }
 
-void CompileCache::InsertLocked(uint64_t key, ExecutablePtr exe) {
+void CompileCache::InsertLocked(uint64_t key, uint64_t check, ExecutablePtr exe) {
   auto it = map_.find(key);
   if (it != map_.end()) {  // a collision or a concurrent compile of the same program
     it->second->exe = std::move(exe);
+    it->second->check = check;
     TouchLocked(it->second);
     return;
   }
@@ -130,6 +145,7 @@ void CompileCache::InsertLocked(uint64_t key, ExecutablePtr exe) {
   probation_.emplace_front();
   probation_.front().key = key;
   probation_.front().exe = std::move(exe);
+  probation_.front().check = check;
   probation_.front().last_use = tick_;
   map_[key] = probation_.begin();
 }

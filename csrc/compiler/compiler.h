@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/hash.h"
 #include "base/status.h"
 #include "ir/graph.h"
 #include "runtime/device.h"
@@ -32,6 +33,10 @@ class CompileCache {
   // A cached Executable for this graph on `backend` with `options`, or a new one from
   // backend.Compile. Counts requests, hits, misses, compiles and compile time.
   StatusOr<ExecutablePtr> GetOrCompile(const Graph& graph, Backend& backend, const CompileOptions& options);
+  // The same for a graph whose 128-bit fingerprint the caller built as it recorded the ops (a
+  // fused window): the key is trusted, so a hit costs neither a walk nor a comparison.
+  StatusOr<ExecutablePtr> GetOrCompile(const Graph& graph, const Fingerprint128& fingerprint, Backend& backend,
+                                       const CompileOptions& options);
   size_t size() const;
   void Clear();
 
@@ -45,13 +50,16 @@ class CompileCache {
   // every program just before the loop needs it again (N compiles per round instead of N - size).
   struct Entry {
     uint64_t key = 0;
+    uint64_t check = 0;  // a trusted fingerprint's second half; 0: compare the graph instead
     ExecutablePtr exe;
     bool is_protected = false;
     uint64_t last_use = 0;  // tick_ when last looked up
   };
   using List = std::list<Entry>;
-  uint64_t KeyOf(const Graph& graph, const Backend& backend, const CompileOptions& options) const;
-  void InsertLocked(uint64_t key, ExecutablePtr exe);
+  uint64_t KeyOf(uint64_t fingerprint, const Backend& backend, const CompileOptions& options) const;
+  StatusOr<ExecutablePtr> Lookup(const Graph& graph, uint64_t key, uint64_t check, Backend& backend,
+                                 const CompileOptions& options);
+  void InsertLocked(uint64_t key, uint64_t check, ExecutablePtr exe);
   void TouchLocked(List::iterator it);
   void EvictLocked();
   mutable std::mutex mu_;

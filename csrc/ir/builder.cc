@@ -18,7 +18,7 @@ int Builder::Add(OpCode code, SmallVector<int, 4> operands, TensorType type, Att
     }
   }
   types_.push_back(type);
-  param_index_.push_back(-1);
+  param_index_.push_back(-1 - static_cast<int>(graph_.ops.size()));
   Op& op = graph_.ops.emplace_back();
   op.code = code;
   op.operands = std::move(operands);
@@ -375,6 +375,41 @@ int Builder::Sort(int x, int64_t dim, bool descending) {
 int Builder::RngBits(int state, const Dims& dims) {
   Check(TypeOf(state) == (TensorType{DType::kU64, {2}}), "rng state must be tensor<2xui64>");
   return Add(OpCode::kRngBitGenerator, {state}, TensorType{DType::kU32, dims});
+}
+
+int Builder::DynamicSlice(int x, const std::vector<int>& starts, const Dims& sizes) {
+  const TensorType& in = TypeOf(x);
+  SmallVector<int, 4> operands{x};
+  if (Check(static_cast<int>(starts.size()) == in.rank() && static_cast<int>(sizes.size()) == in.rank(),
+            "dynamic_slice needs one start and one size per dimension")) {
+    for (int i = 0; i < in.rank(); ++i) {
+      Check(sizes[i] >= 0 && sizes[i] <= in.dims[i], "dynamic_slice size larger than the operand");
+      Check(TypeOf(starts[i]) == (TensorType{DType::kI64, {}}), "dynamic_slice starts must be i64 scalars");
+      operands.push_back(starts[i]);
+    }
+  }
+  Attrs a;
+  a.a = sizes;
+  return Add(OpCode::kDynamicSlice, std::move(operands), TensorType{in.dtype, sizes}, std::move(a));
+}
+
+int Builder::DynamicUpdateSlice(int x, int update, const std::vector<int>& starts) {
+  const TensorType& in = TypeOf(x);
+  const TensorType& up = TypeOf(update);
+  SmallVector<int, 4> operands{x, update};
+  Check(up.dtype == in.dtype && up.rank() == in.rank(), "dynamic_update_slice update must match the operand's type and rank");
+  if (Check(static_cast<int>(starts.size()) == in.rank(), "dynamic_update_slice needs one start per dimension")) {
+    for (int i = 0; i < in.rank(); ++i) {
+      Check(i >= up.rank() || up.dims[i] <= in.dims[i], "dynamic_update_slice update larger than the operand");
+      Check(TypeOf(starts[i]) == (TensorType{DType::kI64, {}}), "dynamic_update_slice starts must be i64 scalars");
+      operands.push_back(starts[i]);
+    }
+  }
+  return Add(OpCode::kDynamicUpdateSlice, std::move(operands), in);
+}
+
+int Builder::Append(const Op& op, SmallVector<int, 4> operands) {
+  return Add(op.code, std::move(operands), op.type, op.attrs);
 }
 
 void Builder::Result(int v) {

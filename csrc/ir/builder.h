@@ -33,6 +33,9 @@ class Builder {
   int Reshape(int x, const Dims& out_dims);
   int Transpose(int x, const Dims& perm);
   int Slice(int x, const Dims& start, const Dims& limit, const Dims& strides);
+  // StableHLO dynamic_slice / dynamic_update_slice: `starts` are i64 scalars, one per dim of x.
+  int DynamicSlice(int x, const std::vector<int>& starts, const Dims& sizes);
+  int DynamicUpdateSlice(int x, int update, const std::vector<int>& starts);
   int Concatenate(const std::vector<int>& xs, int64_t dim);
   int Pad(int x, int pad_value, const Dims& low, const Dims& high, const Dims& interior);
   int Reduce(int x, int init, const Dims& dims, ReduceKind kind);
@@ -60,6 +63,21 @@ class Builder {
   int Sort(int x, int64_t dim, bool descending);
   int RngBits(int state, const Dims& dims);  // ui32 Philox bits; state: ui64[2] {seed, offset}
   void Result(int v);
+  // Copies `op` (type and attributes as they are) with `operands` in place of its own: how the
+  // deferred engine splices an op's program into its window.
+  int Append(const Op& op, SmallVector<int, 4> operands);
+  int num_values() const { return static_cast<int>(types_.size()); }
+  int num_ops() const { return static_cast<int>(graph_.ops.size()); }
+  // Calls on_param(type) or on_op(op) for each value from id `first` on, in the order they were
+  // added (op operands are builder ids): for fingerprints built as a graph grows.
+  template <typename OnParam, typename OnOp>
+  void ForEachValueFrom(int first, OnParam on_param, OnOp on_op) const {
+    for (int v = first; v < num_values(); ++v) {
+      int p = param_index_[v];
+      if (p >= 0) on_param(graph_.params[p]);
+      else on_op(graph_.ops[-p - 1]);
+    }
+  }
 
   // Convenience built from the ops above.
   int ScalarLike(double value, int like);           // constant broadcast to like's type
@@ -72,6 +90,8 @@ class Builder {
     return v >= 0 && v < static_cast<int>(types_.size()) ? types_[v] : kInvalid;
   }
   const Status& status() const { return status_; }
+  // Records `what` as the builder's error unless `cond` holds (the first error is kept).
+  bool Require(bool cond, const char* what) { return Check(cond, what); }
   StatusOr<Graph> Finish();
   // Like Finish(), but the graph stays in the builder (valid until Reset()), so a builder that is
   // reused across ops keeps its allocations: the eager path builds one small graph per op.
@@ -84,7 +104,7 @@ class Builder {
   bool Check(bool cond, const char* what);
   Graph graph_;               // ops hold builder ids until Finish() renumbers them
   std::vector<TensorType> types_;  // per builder id
-  std::vector<int> param_index_;   // per builder id: parameter number, or -1 for an op
+  std::vector<int> param_index_;   // per builder id: parameter number, or -1 - (op index) for an op
   std::vector<int> remap_;         // Finish()'s scratch, kept so a pooled builder never allocates
   Status status_;
 };

@@ -85,6 +85,33 @@ struct Graph {
 
 // The canonical structural hash used as the compile-cache key (structure + types + attributes).
 uint64_t Fingerprint(const Graph& g);
+// Feeds one op (code, operands as given, type, attributes) or a parameter's type into `add`, as
+// Fingerprint does: for fingerprints built incrementally (base/hash.h Fingerprint128).
+template <typename AddWord>
+void HashOpWords(const Op& op, const SmallVector<int, 4>& operands, AddWord add);
+template <typename AddWord>
+void HashTypeWords(const TensorType& t, AddWord add) {
+  add(static_cast<uint64_t>(t.dtype));
+  add(t.dims.size());
+  for (int64_t d : t.dims) add(static_cast<uint64_t>(d));
+}
 bool StructurallyEqual(const Graph& a, const Graph& b);
+
+template <typename AddWord>
+void HashOpWords(const Op& op, const SmallVector<int, 4>& operands, AddWord add) {
+  add((static_cast<uint64_t>(op.code) << 32) | operands.size());
+  for (int o : operands) add(static_cast<uint64_t>(o));
+  HashTypeWords(op.type, add);
+  const Attrs& a = op.attrs;
+  for (const Dims* d : {&a.a, &a.b, &a.c, &a.d, &a.e}) {
+    add(d->size());
+    for (int64_t x : *d) add(static_cast<uint64_t>(x));
+  }
+  uint64_t f;
+  std::memcpy(&f, &a.f, sizeof(f));
+  add(static_cast<uint64_t>(a.i));
+  add(static_cast<uint64_t>(a.kind));
+  add(f);
+}
 
 }  // namespace tpu

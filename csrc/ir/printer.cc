@@ -353,6 +353,9 @@ class Printer {
         os_ << " {limit_indices = " << I64Array(a.b) << ", start_indices = " << I64Array(a.a)
             << ", strides = " << I64Array(a.c) << "}";
         break;
+      case OpCode::kDynamicSlice:
+        os_ << " {slice_sizes = " << I64Array(a.a) << "}";
+        break;
       case OpCode::kPad:
         os_ << " {edge_padding_high = " << I64Array(a.b) << ", edge_padding_low = " << I64Array(a.a)
             << ", interior_padding = " << I64Array(a.c) << "}";

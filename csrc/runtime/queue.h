@@ -49,13 +49,22 @@ struct Launch {
   std::vector<Binding> results;
 };
 
+// How a failed launch ended: which op failed, and which results hold no valid value.
+struct RunReport {
+  int failed_op = -1;  // the executed program's op that failed (-1: unknown)
+  // Per result, nonzero when it was not computed. Empty: none was (a backend that cannot run
+  // part of a program). A backend that can runs on past a failed op, computing every result that
+  // does not depend on it, as if the program's ops had run one by one.
+  std::vector<uint8_t> failed_results;
+};
+
 // What a backend runs on its queue, in submission order. Buffers are materialized before any of
 // these is called.
 class Executor {
  public:
   virtual ~Executor() = default;
-  // On failure, `*failed_op` is set to the executed program's op that failed (or left at -1).
-  virtual Status Run(const Launch& launch, int* failed_op) = 0;
+  // On failure, fills `report` (it arrives cleared).
+  virtual Status Run(const Launch& launch, RunReport* report) = 0;
   virtual Status Write(Buffer* dst, int64_t offset, const void* src, int64_t nbytes) = 0;
   virtual Status Read(Buffer* src, int64_t offset, int64_t nbytes, void* dst) = 0;
   virtual Status Copy(Buffer* src, int64_t src_offset, Buffer* dst, int64_t dst_offset, int64_t nbytes) = 0;
@@ -82,6 +91,9 @@ class Queue {
                         TaskContext ctx) = 0;
   // A host task ordered with the device's work (events; collectives).
   virtual uint64_t Enqueue(Task task, TaskContext ctx) = 0;
+  // Records `error` as a task's, in order, failing `results` (Note [Failed buffers]): work that
+  // could not even be launched (a program that did not compile).
+  virtual uint64_t Fail(Status error, Binding* results, size_t num_results, TaskContext ctx) = 0;
 
   // Waits for task `seq` (and everything before it); returns that task's own error, or the
   // error that kept it from running.

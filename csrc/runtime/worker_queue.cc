@@ -105,6 +105,16 @@ uint64_t WorkerQueue::Enqueue(Task task, TaskContext ctx) {
   return FinishEnqueue(lock);
 }
 
+uint64_t WorkerQueue::Fail(Status error, Binding* results, size_t num_results, TaskContext ctx) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Item& slot = BeginEnqueue(lock);
+  slot.kind = Kind::kTask;
+  slot.task = [error = std::move(error)] { return error; };
+  for (size_t i = 0; i < num_results; ++i) slot.launch.results.push_back(std::move(results[i]));
+  slot.ctx = std::move(ctx);
+  return FinishEnqueue(lock);
+}
+
 uint64_t WorkerQueue::Launch(ExecutablePtr exe, Binding* params, size_t num_params, Binding* results,
                              size_t num_results, TaskContext ctx, bool may_run_inline) {
   static Counter* inline_runs = GetCounter("inline_executions");
@@ -181,10 +191,10 @@ uint64_t WorkerQueue::Copy(Buffer* src, int64_t src_offset, Buffer* dst, int64_t
   return FinishEnqueue(lock);
 }
 
-Status WorkerQueue::Execute(Item& item, int* failed_op) {
+Status WorkerQueue::Execute(Item& item, RunReport* report) {
   switch (item.kind) {
     case Kind::kTask: return item.task();
-    case Kind::kLaunch: return executor_->Run(item.launch, failed_op);
+    case Kind::kLaunch: return executor_->Run(item.launch, report);
     case Kind::kWrite:
       if (item.task) return item.task();  // inline: from the caller's memory
       return executor_->Write(item.launch.results[0].buffer(), item.dst_offset, item.bytes.data(), item.nbytes);
@@ -206,12 +216,20 @@ void WorkerQueue::RunItem(Item& item) {
       return;
     }
   }
-  int failed_op = -1;
-  Status st = Execute(item, &failed_op);
+  RunReport& report = report_;  // worker or inline, never both at once for one item
+  report.failed_op = -1;
+  report.failed_results.clear();
+  Status st = Execute(item, &report);
+  const auto& results = item.launch.results;
   if (!st.ok()) {
-    RecordError(item, st, failed_op);
-    for (const Binding& r : item.launch.results)
-      if (r.buffer()) r.buffer()->set_failed(item.seq);
+    RecordError(item, st, report);
+    bool all = report.failed_results.size() != results.size();
+    for (size_t i = 0; i < results.size(); ++i) {
+      Buffer* b = results[i].buffer();
+      if (!b) continue;
+      if (all || report.failed_results[i]) b->set_failed(item.seq);
+      else if (b->failed() && results[i].CoversBuffer()) b->set_failed(0);
+    }
     return;
   }
   // A result that overwrote its whole buffer holds a valid value again.
@@ -234,7 +252,8 @@ void ForEachInPlaceResult(const Launch& launch, F f) {
 }
 }  // namespace
 
-void WorkerQueue::RecordError(const Item& item, const Status& st, int failed_op) {
+void WorkerQueue::RecordError(const Item& item, const Status& st, const RunReport& report) {
+  const int failed_op = report.failed_op;
   static Counter* device_errors = GetCounter("device_errors");
   device_errors->Add();
   const char* op = item.ctx.op;
@@ -251,9 +270,14 @@ void WorkerQueue::RecordError(const Item& item, const Status& st, int failed_op)
   rec.seq = item.seq;
   rec.status = Status(st.code(), std::string(op) + where + ": " + st.message());
   rec.thread = item.ctx.thread;
+  bool all = report.failed_results.size() != item.launch.results.size();
   ForEachInPlaceResult(item.launch, [&](Buffer* b) {
-    b->Retain();
-    rec.restore.push_back(b);
+    for (size_t i = 0; i < item.launch.results.size(); ++i)
+      if (item.launch.results[i].buffer() == b && (all || report.failed_results[i])) {
+        b->Retain();
+        rec.restore.push_back(b);
+        return;
+      }
   });
   std::lock_guard<std::mutex> lock(errors_mu_);
   errors_.push_back(std::move(rec));

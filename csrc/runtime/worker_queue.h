@@ -25,6 +25,7 @@ class WorkerQueue final : public Queue {
   uint64_t Copy(Buffer* src, int64_t src_offset, Buffer* dst, int64_t dst_offset, int64_t nbytes,
                 TaskContext ctx) override;
   uint64_t Enqueue(Task task, TaskContext ctx) override;
+  uint64_t Fail(Status error, Binding* results, size_t num_results, TaskContext ctx) override;
 
   Status WaitFor(uint64_t seq) override;
   Status SyncBuffer(const Buffer* buffer) override;
@@ -75,8 +76,8 @@ class WorkerQueue final : public Queue {
   }
   // Runs one item (on the worker, or inline under mu_), applying Note [Failed buffers].
   void RunItem(Item& item);
-  Status Execute(Item& item, int* failed_op);
-  void RecordError(const Item& item, const Status& st, int failed_op);
+  Status Execute(Item& item, RunReport* report);
+  void RecordError(const Item& item, const Status& st, const RunReport& report);
   void RecordSkip(const Item& item, uint64_t origin);
   // Waits (spin, then block) until task `seq` has finished.
   void WaitUntilDone(uint64_t seq);
@@ -102,6 +103,7 @@ class WorkerQueue final : public Queue {
   std::atomic<uint64_t> seq_{0};  // last sequence number given out (written under mu_)
   bool stop_ = false;
   Item inline_item_;  // a launch run on the submitting thread (under mu_)
+  RunReport report_;  // reused by RunItem (items run one at a time: the worker, or inline under mu_)
   alignas(64) std::mutex errors_mu_;
   std::deque<ErrorRecord> errors_;  // in sequence order
   std::atomic<int> unreported_{0};

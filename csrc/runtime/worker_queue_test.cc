@@ -16,7 +16,7 @@ namespace {
 // For queues that only run host tasks.
 class NoExecutor : public Executor {
  public:
-  Status Run(const Launch&, int*) override { return Internal("no launches here"); }
+  Status Run(const Launch&, RunReport*) override { return Internal("no launches here"); }
   Status Write(Buffer*, int64_t, const void*, int64_t) override { return Internal("no writes here"); }
   Status Read(Buffer*, int64_t, int64_t, void*) override { return Internal("no reads here"); }
   Status Copy(Buffer*, int64_t, Buffer*, int64_t, int64_t) override { return Internal("no copies here"); }
@@ -140,7 +140,7 @@ TEST(QueueTest, DestructorRunsPendingTasks) {
 // named "fail" returns an error, one named "slow" sleeps first.
 class RecordingExecutor : public NoExecutor {
  public:
-  Status Run(const Launch& launch, int*) override {
+  Status Run(const Launch& launch, RunReport*) override {
     if (launch.executable->name() == "slow") std::this_thread::sleep_for(std::chrono::milliseconds(30));
     std::lock_guard<std::mutex> lock(mu);
     runs.emplace_back(launch.executable->name(), std::this_thread::get_id());
@@ -206,7 +206,7 @@ TEST(QueueTest, MixedInlineAndQueuedFromSeveralThreadsKeepSequenceOrder) {
   class SeqExecutor : public NoExecutor {
    public:
     SeqExecutor(std::mutex& mu, std::vector<uint64_t>& seen) : mu_(mu), seen_(seen) {}
-    Status Run(const Launch& launch, int*) override {
+    Status Run(const Launch& launch, RunReport*) override {
       std::lock_guard<std::mutex> lock(mu_);
       seen_.push_back(launch.executable->fingerprint());
       return Status::Ok();
@@ -260,11 +260,11 @@ class VectorAllocator : public Allocator {
 class ByteExecutor : public NoExecutor {
  public:
   static char& At(const Binding& b) { return (*static_cast<std::vector<char>*>(b.buffer()->contents()))[0]; }
-  Status Run(const Launch& launch, int* failed_op) override {
+  Status Run(const Launch& launch, RunReport* report) override {
     ++runs;
     const std::string& n = launch.executable->name();
     if (n == "fail") {
-      *failed_op = 1;
+      report->failed_op = 1;
       return OutOfRange("index 5 is out of bounds");
     }
     if (n == "copy") At(launch.results[0]) = At(launch.params[0]);

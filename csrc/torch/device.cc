@@ -145,6 +145,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
       *event = ev;
     }
     int dev = stream.device_index() < 0 ? current_device : stream.device_index();
+    PrepareDeviceSync(dev);  // the event marks the point after everything issued so far
     ev->device = dev;
     ev->done_ns = std::make_shared<std::atomic<int64_t>>(0);
     auto done = ev->done_ns;
@@ -153,7 +154,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
           done->store(NowNs());
           return Status::Ok();
         },
-        TaskContext{"event.record", ""});
+        TaskContext("event.record"));
   }
   void block(void* event, const c10::Stream&) const override {}  // one queue: already ordered
   bool queryEvent(void* event) const override {
@@ -430,6 +431,7 @@ at::Tensor ReadToHost(const at::Tensor& t) {
   host.set_(bytes.storage(), t.storage_offset() - first, t.sizes(), t.strides());
   if (span.nbytes == 0) return host;
   SyncTensor(t);
+  MaterializeOrThrow(span.buffer);  // never written (torch.empty): its bytes are whatever memory holds
   d2h->Add();
   d2h_bytes->Add(span.nbytes);
   Check(DeviceOf(t).queue().Read(span.buffer, span.offset, span.nbytes, bytes.data_ptr()));

@@ -10,6 +10,7 @@
 
 #include "base/metrics.h"
 #include "base/options.h"
+#include "torch/deferred/window.h"
 
 namespace tpu::torch_bridge {
 namespace {
@@ -30,6 +31,8 @@ void TpuCpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       TORCH_WARN(full, " has no native tpu lowering: it runs on the CPU (slow; counted in "
                        "torch_tpu.metrics as fallback/", full, "; TORCH_TPU_FALLBACK=error makes this an error)");
   }
+  // The CPU reads the device's current values: what the fused windows hold runs first.
+  CutAllWindows(CutReason::kFallback);
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }
 

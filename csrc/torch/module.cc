@@ -15,6 +15,7 @@
 #include "base/thread_pool.h"
 #include "compiler/compiler.h"
 #include "compiler/program_log.h"
+#include "torch/deferred/window.h"
 #include "torch/generator.h"
 #include "torch/lower/context.h"
 #include "torch/tensor_utils.h"
@@ -38,7 +39,7 @@ std::string Lowered(std::string s) {
 // backend reads once when it creates the devices (changing them later would silently do nothing).
 void ValidateOption(const std::string& name, const std::string& value) {
   static const std::map<std::string, std::vector<std::string>> kChoices = {
-      {"eager_mode", {"strict", "debug"}},
+      {"eager_mode", {"strict", "debug", "fused"}},
       {"fallback", {"warn", "silent", "error"}},
       {"chip", {"v5e", "v5p", "v6e", "v7"}},
   };
@@ -127,9 +128,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("reset_counters", [] { ResetCounters(); });
   m.def("set_option", [](const std::string& name, const std::string& value) {
     ValidateOption(name, value);
+    // A mode change cuts the open windows first: what was recorded runs under the mode it was
+    // recorded in.
+    if (name == "eager_mode") CutAllWindows(CutReason::kModeChange);
     CheckStatus(Options::Get().Set(name, value));
     if (name == "num_threads" && Flags().num_threads > 0) ThreadPool::Get().Resize(static_cast<int>(Flags().num_threads));
-    if (name == "eager_mode") SetEagerMode(Flags().eager_mode == "debug" ? EagerMode::kDebug : EagerMode::kStrict);
+    if (name == "eager_mode") {
+      const std::string& m = Flags().eager_mode;
+      SetEagerMode(m == "debug" ? EagerMode::kDebug : m == "fused" ? EagerMode::kFused : EagerMode::kStrict);
+    }
   });
   m.def("get_option", [](const std::string& name) {
     auto v = Options::Get().GetString(name);
@@ -152,6 +159,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("_default_generator", [](int i) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(DefaultGenerator(static_cast<c10::DeviceIndex>(i))));
   });
+  m.def("_dump_window", [](int i) { return WindowFor(i < 0 ? CurrentDeviceIndex() : i).Dump(); });
+  m.def("_window_ops", [](int i) { return WindowFor(i < 0 ? CurrentDeviceIndex() : i).ops(); });
+  m.def("_cut_windows", [](const std::string& reason) {
+    CutReason r = CutReason::kSynchronize;
+    for (int i = 0; i < static_cast<int>(CutReason::kCount); ++i)
+      if (reason == CutReasonName(static_cast<CutReason>(i))) r = static_cast<CutReason>(i);
+    py::gil_scoped_release release;
+    CutAllWindows(r);
+  }, py::arg("reason") = "synchronize");
   m.def("compile_cache_size", [] { return CompileCache::Get().size(); });
   m.def("clear_compile_cache", [] { CompileCache::Get().Clear(); });
   m.def("_set_program_log", [](bool on) { SetProgramLog(on); });

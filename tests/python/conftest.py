@@ -28,9 +28,10 @@ def restored_option(name):
         torch_tpu.config.set(name, previous)
 
 
-@pytest.fixture(params=["strict", "debug"])
+@pytest.fixture(params=["strict", "debug", "fused"])
 def mode(request):
-    """Runs a test in each eager mode.
+    """Runs a test in each eager mode (fused: the test's ops are deferred into windows, cut when the
+    test reads a result).
 
     Test tensors are small, and a small program submitted to an idle queue runs on the calling
     thread (option inline_work). So that the suite also exercises the queue worker -- programs

@@ -253,7 +253,7 @@ def test_autocast_policy_like_cpu_bfloat16():
 # ---- configuration -----------------------------------------------------------------------------
 def test_config_get_set_describe():
     cfg = torch_tpu.config
-    assert cfg.get("eager_mode") in ("strict", "debug")
+    assert cfg.get("eager_mode") in ("strict", "debug", "fused")
     text = cfg.describe()
     for name in ("TORCH_TPU_EAGER_MODE", "TORCH_TPU_FALLBACK", "TORCH_TPU_CHIP", "TORCH_TPU_NUM_DEVICES"):
         assert name in text
@@ -276,7 +276,7 @@ def test_config_get_set_describe():
     ("num_threads", "many", "expects an integer"),
     ("check_nan", "maybe", "expects a boolean"),
     ("fallback", "sometimes", "expects one of 'warn', 'silent', 'error'"),
-    ("eager_mode", "fused", "expects one of 'strict', 'debug'"),
+    ("eager_mode", "fast", "expects one of 'strict', 'debug', 'fused'"),
     ("chip", "v9", "expects one of"),
     ("num_devices", 3, "TORCH_TPU_NUM_DEVICES"),  # read once at startup: refuse, don't ignore
 ])
@@ -295,8 +295,11 @@ def test_eager_mode_switch():
     with torch_tpu.eager_mode("debug"):
         assert torch_tpu.get_eager_mode() == "debug"
     assert torch_tpu.get_eager_mode() == "strict"
+    with torch_tpu.eager_mode("fused"):
+        assert torch_tpu.get_eager_mode() == "fused"
+    assert torch_tpu.get_eager_mode() == "strict"
     with pytest.raises(ValueError, match="unknown eager mode"):
-        torch_tpu.set_eager_mode("fused")
+        torch_tpu.set_eager_mode("fast")
 
 
 # ---- environment options in a fresh process -----------------------------------------------------

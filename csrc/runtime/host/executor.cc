@@ -5,6 +5,8 @@
 #include <cstring>
 #include <memory>
 
+#include "runtime/host/dynamic_slice.h"
+#include "runtime/host/host_allocator.h"
 #include "runtime/host/kernels.h"
 #include "runtime/host/plan.h"
 
@@ -60,6 +62,7 @@ Status RunKernel(const Op& op, const std::vector<View>& views, const View& out) 
     case OpCode::kArgReduceWindow: return RunArgReduceWindow(op, in(0), in(1), out);
     case OpCode::kReverse: return RunReverse(op, in(0), out);
     case OpCode::kSort: return RunSort(op, in(0), out);
+    case OpCode::kDynamicUpdateSlice: return RunDynamicUpdateSlice(op, views, out);
     case OpCode::kParameterPlaceholder:
     case OpCode::kAbs: case OpCode::kNegate: case OpCode::kSign: case OpCode::kExp:
     case OpCode::kExpm1: case OpCode::kLog: case OpCode::kLog1p: case OpCode::kSqrt:
@@ -71,7 +74,7 @@ Status RunKernel(const Op& op, const std::vector<View>& views, const View& out) 
     case OpCode::kPower: case OpCode::kMaximum: case OpCode::kMinimum: case OpCode::kAtan2:
     case OpCode::kAnd: case OpCode::kOr: case OpCode::kXor: case OpCode::kCompare:
     case OpCode::kSelect: case OpCode::kClamp: case OpCode::kBroadcastInDim:
-    case OpCode::kReshape: case OpCode::kTranspose: case OpCode::kSlice:
+    case OpCode::kReshape: case OpCode::kTranspose: case OpCode::kSlice: case OpCode::kDynamicSlice:
       break;
   }
   return Internal(std::string(OpName(op.code)) + " scheduled as a kernel step");
@@ -79,19 +82,29 @@ Status RunKernel(const Op& op, const std::vector<View>& views, const View& out) 
 
 }  // namespace
 
+namespace {
+Status CheckMemory(const Buffer* b) {
+  return b->materialized() ? Status::Ok() : Internal("a queue copy reached a device buffer that has no memory");
+}
+}  // namespace
+
 Status HostExecutor::Write(Buffer* dst, int64_t offset, const void* src, int64_t nbytes) {
+  TPU_RETURN_IF_ERROR(CheckMemory(dst));
   if (offset < 0 || offset + nbytes > dst->nbytes()) return Internal("write past the end of a device buffer");
   std::memcpy(static_cast<char*>(dst->contents()) + offset, src, static_cast<size_t>(nbytes));
   return Status::Ok();
 }
 
 Status HostExecutor::Read(Buffer* src, int64_t offset, int64_t nbytes, void* dst) {
+  TPU_RETURN_IF_ERROR(CheckMemory(src));
   if (offset < 0 || offset + nbytes > src->nbytes()) return Internal("read past the end of a device buffer");
   std::memcpy(dst, static_cast<const char*>(src->contents()) + offset, static_cast<size_t>(nbytes));
   return Status::Ok();
 }
 
 Status HostExecutor::Copy(Buffer* src, int64_t src_offset, Buffer* dst, int64_t dst_offset, int64_t nbytes) {
+  TPU_RETURN_IF_ERROR(CheckMemory(src));
+  TPU_RETURN_IF_ERROR(CheckMemory(dst));
   if (src_offset < 0 || src_offset + nbytes > src->nbytes() || dst_offset < 0 || dst_offset + nbytes > dst->nbytes())
     return Internal("copy past the end of a device buffer");
   std::memmove(static_cast<char*>(dst->contents()) + dst_offset,
@@ -99,7 +112,7 @@ Status HostExecutor::Copy(Buffer* src, int64_t src_offset, Buffer* dst, int64_t 
   return Status::Ok();
 }
 
-Status HostExecutor::Run(const Launch& launch, int* failed_op) {
+Status HostExecutor::Run(const Launch& launch, RunReport* report) {
   // The host queue only ever runs what the host backend compiled.
   const HostExecutable& e = static_cast<const HostExecutable&>(*launch.executable);
   const Graph& g = e.graph;
@@ -107,23 +120,27 @@ Status HostExecutor::Run(const Launch& launch, int* failed_op) {
   int nv = g.num_values();
   if (static_cast<int>(launch.params.size()) != np || launch.results.size() != g.results.size())
     return Internal("launch of " + e.name() + " has the wrong number of arguments");
-  // Uninitialized (pages of temps that are written straight into results are never touched);
-  // a very large scratch is not kept between launches.
-  size_t need = static_cast<size_t>(e.scratch_bytes) + 64;
-  if (scratch_capacity_ < need) {
-    scratch_.reset(new char[need]);
-    scratch_capacity_ = need;
-  }
-  char* scratch = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(scratch_.get()) + 63) & ~uintptr_t{63});
-  struct TrimScratch {
-    HostExecutor* self;
-    ~TrimScratch() {
-      if (self->scratch_capacity_ > (size_t{64} << 20)) {
-        self->scratch_.reset();
-        self->scratch_capacity_ = 0;
-      }
+  // Scratch for the temps (Note [Scratch reuse]), from the device's memory for the launch's
+  // duration; uninitialized (pages of temps written straight into results are never touched).
+  struct Scratch {
+    HostAllocator* allocator;
+    int64_t bytes;
+    void* block = nullptr;
+    std::unique_ptr<char[]> heap;
+    ~Scratch() {
+      if (block) allocator->ReturnScratch(block, bytes);
     }
-  } trim{this};
+  } held{allocator_, e.scratch_bytes, nullptr, nullptr};
+  char* scratch = nullptr;
+  if (e.scratch_bytes > 0) {
+    if (allocator_) {
+      TPU_ASSIGN_OR_RETURN(held.block, allocator_->TakeScratch(e.scratch_bytes));
+      scratch = static_cast<char*>(held.block);  // 64-byte aligned
+    } else {
+      held.heap.reset(new char[e.scratch_bytes + 64]);
+      scratch = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(held.heap.get()) + 63) & ~uintptr_t{63});
+    }
+  }
   views_.resize(nv);
   std::vector<View>& views = views_;
   for (int p = 0; p < np; ++p) {
@@ -164,7 +181,32 @@ Status HostExecutor::Run(const Launch& launch, int* failed_op) {
     direct[r] = true;
   }
   std::vector<std::unique_ptr<char[]>> extra;  // materialized layouts that could not be views
+  // After a failed step, the steps that read what it (or a skipped step) writes are skipped and
+  // everything else runs: the results that do not depend on the failure are computed, as when the
+  // program's ops run one at a time (RunReport).
+  Status failure;
+  std::vector<uint8_t>& tainted = tainted_;
+  auto step_inputs_tainted = [&](const Step& st) {
+    if (st.kind == StepKind::kFused) {
+      for (int v : e.regions[st.index].inputs)
+        if (tainted[v]) return true;
+      return false;
+    }
+    for (int v : g.ops[st.index].operands)
+      if (tainted[v]) return true;
+    return false;
+  };
+  auto taint_outputs = [&](const Step& st) {
+    if (st.kind == StepKind::kFused)
+      for (int v : e.regions[st.index].outputs) tainted[v] = 1;
+    else
+      tainted[np + st.index] = 1;
+  };
   for (const Step& st : e.steps) {
+    if (!failure.ok() && step_inputs_tainted(st)) {
+      taint_outputs(st);
+      continue;
+    }
     Status st_status;
     switch (st.kind) {
       case StepKind::kFused:
@@ -174,7 +216,9 @@ Status HostExecutor::Run(const Launch& launch, int* failed_op) {
         const Op& op = g.ops[st.index];
         int v = np + st.index;
         const View& in = views[op.operands[0]];
-        if (!ViewOf(op, in, &views[v])) {
+        if (op.code == OpCode::kDynamicSlice) {
+          DynamicSliceView(op, views, &views[v]);
+        } else if (!ViewOf(op, in, &views[v])) {
           // Reshape of a layout that cannot be regrouped: copy contiguously first.
           View tmp{nullptr, in.dtype, in.dims, ContiguousStrides(in.dims)};
           extra.emplace_back(new char[std::max<int64_t>(1, tmp.NumElements()) * DTypeSize(in.dtype)]);
@@ -190,8 +234,12 @@ Status HostExecutor::Run(const Launch& launch, int* failed_op) {
       }
     }
     if (!st_status.ok()) {
-      *failed_op = st.kind == StepKind::kFused ? e.regions[st.index].ops.front() : st.index;
-      return st_status;
+      if (failure.ok()) {
+        failure = st_status;
+        report->failed_op = st.kind == StepKind::kFused ? e.regions[st.index].ops.front() : st.index;
+        tainted.assign(nv, 0);
+      }
+      taint_outputs(st);
     }
   }
   // Results that read caller memory (parameters and views) are copied before those computed
@@ -201,11 +249,15 @@ Status HostExecutor::Run(const Launch& launch, int* failed_op) {
     for (size_t r = 0; r < g.results.size(); ++r) {
       int v = g.results[r];
       bool reads_caller_memory = v < np || e.slots[v].kind == SlotKind::kView;
-      if (direct[r] || reads_caller_memory != (pass == 0)) continue;
+      if (direct[r] || reads_caller_memory != (pass == 0) || (!failure.ok() && tainted[v])) continue;
       TPU_RETURN_IF_ERROR(CopyView(views[v], HostView(launch.results[r])));
     }
   }
-  return Status::Ok();
+  if (!failure.ok()) {
+    report->failed_results.resize(g.results.size());
+    for (size_t r = 0; r < g.results.size(); ++r) report->failed_results[r] = tainted[g.results[r]];
+  }
+  return failure;
 }
 
 }  // namespace tpu::host

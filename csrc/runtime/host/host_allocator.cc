@@ -68,6 +68,13 @@ StatusOr<void*> HostAllocator::TakeBlockLocked(int64_t nbytes) {
 }
 
 StatusOr<Buffer*> HostAllocator::Allocate(int64_t nbytes, bool materialize) {
+  if (!materialize && RoundSize(nbytes) > stats_.capacity) {
+    // Memory comes later, but a buffer larger than the whole device can never get it: say so now.
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.num_ooms;
+    return ResourceExhausted("tpu:" + std::to_string(device_) + " out of memory: tried to allocate " + Mib(nbytes) +
+                             "; " + Mib(stats_.allocated) + " in use of " + Mib(stats_.capacity) + " device capacity");
+  }
   auto* buffer = new Buffer(nbytes, this, device_);
   if (materialize) {
     Status st = Materialize(buffer);
@@ -89,14 +96,21 @@ Status HostAllocator::Materialize(Buffer* buffer) {
 }
 
 void HostAllocator::Free(Buffer* buffer) {
-  if (void* p = buffer->contents()) {
-    int64_t size = RoundSize(buffer->nbytes());
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.allocated -= size;
-    ++stats_.num_frees;
-    cache_[size].push_back(p);
-  }
+  if (void* p = buffer->contents()) ReturnScratch(p, buffer->nbytes());
   delete buffer;
+}
+
+StatusOr<void*> HostAllocator::TakeScratch(int64_t nbytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return TakeBlockLocked(nbytes);
+}
+
+void HostAllocator::ReturnScratch(void* block, int64_t nbytes) {
+  int64_t size = RoundSize(nbytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.allocated -= size;
+  ++stats_.num_frees;
+  cache_[size].push_back(block);
 }
 
 MemoryStats HostAllocator::stats() const {

@@ -26,6 +26,10 @@ class HostAllocator final : public Allocator {
 
   // The size class a request of `nbytes` takes (64-byte aligned blocks).
   static int64_t RoundSize(int64_t nbytes);
+  // A launch's scratch memory: counted in the device's memory like any buffer while it is held
+  // (so peak memory figures include it) and cached like one when it is returned.
+  StatusOr<void*> TakeScratch(int64_t nbytes);
+  void ReturnScratch(void* block, int64_t nbytes);
 
  private:
   StatusOr<void*> TakeBlockLocked(int64_t nbytes);

@@ -37,7 +37,7 @@ namespace {
 class HostDevice final : public Device {
  public:
   HostDevice(int index, const std::string& chip, int64_t capacity)
-      : allocator_(index, capacity), queue_(index, &executor_) {
+      : allocator_(index, capacity), executor_(&allocator_), queue_(index, &executor_) {
     props_.chip = chip;
     props_.name = "TPU " + chip + " (host executor)";
     props_.kind = "host";

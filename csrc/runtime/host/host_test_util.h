@@ -52,8 +52,8 @@ inline Status RunExe(const ExecutablePtr& exe, std::vector<Binding> params,
   if (!exe) return Internal("no executable");
   Launch launch{exe, std::move(params), std::move(results)};
   HostExecutor executor;
-  int failed_op = -1;
-  return executor.Run(launch, &failed_op);
+  RunReport report;
+  return executor.Run(launch, &report);
 }
 
 // Builds, compiles and runs; the results are written through the result bindings.

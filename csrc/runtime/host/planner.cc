@@ -6,6 +6,72 @@
 #include <algorithm>
 
 namespace tpu::host {
+namespace {
+
+// Note [Scratch reuse]: temps live from the step that writes them to the last step that reads them
+// (directly, or through views of them, which alias their memory; results are read at the end).
+// Each gets a 64-byte aligned range of scratch that no temp live at an overlapping step shares --
+// placed largest first at the lowest offset that fits -- so a long program (a fused window) needs
+// about its peak of live intermediates, not their sum. Lifetimes are inclusive: a step never
+// writes over what it reads.
+int64_t PlanScratch(HostExecutable& exe) {
+  const Graph& g = exe.graph;
+  const int np = g.num_params(), nv = g.num_values();
+  const int end = static_cast<int>(exe.steps.size());
+  // The value whose memory a value's reads touch: itself, or the base of a chain of views.
+  std::vector<int> root(nv);
+  for (int v = 0; v < nv; ++v) {
+    root[v] = v;
+    if (v >= np && exe.slots[v].kind == SlotKind::kView) root[v] = root[g.Producer(v).operands[0]];
+  }
+  std::vector<int> last(nv, -1);
+  auto read = [&](int v, int step) { last[root[v]] = std::max(last[root[v]], step); };
+  for (int s = 0; s < end; ++s) {
+    const Step& st = exe.steps[s];
+    if (st.kind == StepKind::kFused) {
+      for (int v : exe.regions[st.index].inputs) read(v, s);
+    } else {
+      const Op& op = g.ops[st.index];
+      // A view reads nothing itself, except the start indices of a dynamic slice.
+      for (size_t i = st.kind == StepKind::kView ? 1 : 0; i < op.operands.size(); ++i) read(op.operands[i], s);
+    }
+  }
+  for (int r : g.results) read(r, end);
+  struct Temp {
+    int v, first, last;
+    int64_t size;
+  };
+  std::vector<Temp> temps;
+  for (int v = np; v < nv; ++v) {
+    if (exe.slots[v].kind != SlotKind::kTemp) continue;
+    int first = exe.producer_step[v];
+    temps.push_back(Temp{v, first, std::max(last[v], first), (g.TypeOf(v).ByteSize() + 63) & ~int64_t{63}});
+  }
+  std::sort(temps.begin(), temps.end(), [](const Temp& a, const Temp& b) {
+    return a.size != b.size ? a.size > b.size : a.v < b.v;
+  });
+  std::vector<const Temp*> placed;
+  std::vector<std::pair<int64_t, int64_t>> taken;  // [offset, end) of placed temps live alongside
+  int64_t total = 0;
+  for (const Temp& t : temps) {
+    taken.clear();
+    for (const Temp* p : placed)
+      if (p->first <= t.last && t.first <= p->last)
+        taken.emplace_back(exe.slots[p->v].offset, exe.slots[p->v].offset + p->size);
+    std::sort(taken.begin(), taken.end());
+    int64_t offset = 0;
+    for (const auto& [lo, hi] : taken) {
+      if (offset + t.size <= lo) break;
+      offset = std::max(offset, hi);
+    }
+    exe.slots[t.v].offset = offset;
+    total = std::max(total, offset + t.size);
+    placed.push_back(&t);
+  }
+  return total;
+}
+
+}  // namespace
 
 Status PlanExecutable(HostExecutable& exe) {
   const Graph& g = exe.graph;
@@ -61,7 +127,9 @@ Status PlanExecutable(HostExecutable& exe) {
       continue;
     }
     if (kind == OpKind::Structural) {
-      if (open >= 0 && region_of[op.operands[0]] == open) close();
+      bool reads_open = false;
+      for (int o : op.operands) reads_open |= open >= 0 && region_of[o] == open;
+      if (reads_open) close();
       exe.steps.push_back(Step{StepKind::kView, i});
       exe.slots[v].kind = SlotKind::kView;
       continue;
@@ -116,19 +184,8 @@ Status PlanExecutable(HostExecutable& exe) {
       exe.producer_step[np + st.index] = static_cast<int>(s);
   }
 
-  // Buffer plan: each temp gets its own 64-byte aligned range. Results are written straight into
-  // their bindings at launch when the layout allows; the temp is the fallback.
-  int64_t offset = 0;
-  for (int v = 0; v < nv; ++v) {
-    if (v < np) {
-      exe.slots[v].kind = SlotKind::kParam;
-      continue;
-    }
-    if (exe.slots[v].kind != SlotKind::kTemp) continue;
-    exe.slots[v].offset = offset;
-    offset += (g.TypeOf(v).ByteSize() + 63) & ~int64_t{63};
-  }
-  exe.scratch_bytes = offset;
+  for (int p = 0; p < np; ++p) exe.slots[p].kind = SlotKind::kParam;
+  exe.scratch_bytes = PlanScratch(exe);
   return Status::Ok();
 }
 

@@ -164,6 +164,37 @@ TEST(FusionTest, DeadCodeIsRemovedBeforePlanning) {
   EXPECT_EQ(exe->regions[0].ops, (std::vector<int>{0}));
 }
 
+TEST(FusionTest, TempsWhoseLivesDoNotOverlapShareScratch) {
+  // d1 = x.x, d2 = d1.x, d3 = d2.x: d1 is dead once d2 exists, so d3 can take its memory.
+  Builder b;
+  int x = b.Param(T(DType::kF32, {16, 16}));
+  auto mm = [&](int a, int c) { return b.DotGeneral(a, c, {}, {}, {1}, {0}, DType::kF32); };
+  int d1 = mm(x, x);
+  int d2 = mm(d1, x);
+  int d3 = mm(d2, x);
+  b.Result(b.Reduce(d3, b.Constant(0, DType::kF32), {0, 1}, ReduceKind::kAdd));
+  auto exe = CompileOk(b);
+  ASSERT_NE(exe, nullptr);
+  const int64_t matrix = 16 * 16 * 4;
+  EXPECT_EQ(exe->slots[d1].offset, exe->slots[d3].offset);
+  EXPECT_NE(exe->slots[d1].offset, exe->slots[d2].offset);
+  EXPECT_LE(exe->scratch_bytes, 2 * matrix + 64) << "temps that are never live together need not add up";
+}
+
+TEST(FusionTest, AViewKeepsItsBaseAlive) {
+  // t's memory is read through its transpose after u is computed: u must not overwrite it.
+  Builder b;
+  int x = b.Param(T(DType::kF32, {8, 8}));
+  auto mm = [&](int a, int c) { return b.DotGeneral(a, c, {}, {}, {1}, {0}, DType::kF32); };
+  int t = mm(x, x);
+  int tt = b.Transpose(t, {1, 0});
+  int u = mm(x, x);
+  b.Result(mm(tt, u));
+  auto exe = CompileOk(b);
+  ASSERT_NE(exe, nullptr);
+  EXPECT_NE(exe->slots[t].offset, exe->slots[u].offset);
+}
+
 TEST(FusionTest, CompileRejectsInvalidGraphs) {
   Graph g;
   g.params = {T(DType::kF32, {2})};

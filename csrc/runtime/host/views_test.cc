@@ -113,8 +113,8 @@ TEST(ViewsTest, InPlaceUpdateOfAllocatorBuffer) {
     buf->Release();  // the bindings keep the buffer alive
     EXPECT_EQ(alloc.stats().allocated, reserved);
     HostExecutor ex;
-    int failed_op = -1;
-    ASSERT_TRUE(ex.Run(launch, &failed_op).ok());
+    RunReport report;
+    ASSERT_TRUE(ex.Run(launch, &report).ok());
     for (int64_t i = 0; i < n; ++i) {
       float x0 = SmallValue(i);
       ASSERT_EQ(data[i], x0 * x0 + x0) << i;
@@ -268,6 +268,37 @@ TEST(ViewsTest, LaunchChecksItsArguments) {
       << bad_shape.message();
   Status bad_dtype = RunExe(exe, Bindings(Bind(a, DType::kI32, {2, 2})), Bindings(Bind(o, F, {2, 2})));
   EXPECT_EQ(bad_dtype.code(), Code::kInternal);
+}
+
+TEST(ViewsTest, AFailedStepSkipsOnlyWhatDependsOnIt) {
+  // y = x * 2; z = gather(y, bad index) + 1; w = x + 5: the gather fails, z is not computed,
+  // y and w are -- as when the ops run one at a time.
+  Builder b;
+  int x = b.Param(T(F, {4}));
+  int idx = b.Param(T(DType::kI64, {1, 1}));
+  int y = b.Binary(OpCode::kMultiply, x, b.ScalarLike(2, x));
+  int g = b.Gather(y, idx, {}, {0}, {0}, {1});
+  int z = b.Binary(OpCode::kAdd, g, b.ScalarLike(1, g));
+  int w = b.Binary(OpCode::kAdd, x, b.ScalarLike(5, x));
+  b.Result(y);
+  b.Result(z);
+  b.Result(w);
+  ExecutablePtr exe = CompileBuilder(b);
+  std::vector<float> xs{1, 2, 3, 4}, ys(4, -1), zs(1, -1), ws(4, -1);
+  std::vector<int64_t> bad{9};
+  Launch launch{exe, Bindings(Bind(xs, F, {4}), Bind(bad, DType::kI64, {1, 1})),
+                Bindings(Bind(ys, F, {4}), Bind(zs, F, {1}), Bind(ws, F, {4}))};
+  HostExecutor ex;
+  RunReport report;
+  Status st = ex.Run(launch, &report);
+  ASSERT_EQ(st.code(), Code::kOutOfRange) << st.ToString();
+  EXPECT_GE(report.failed_op, 0);
+  EXPECT_EQ(exe->SourceOp(report.failed_op) >= 0, true);
+  ASSERT_EQ(report.failed_results.size(), 3u);
+  EXPECT_EQ(report.failed_results, (std::vector<uint8_t>{0, 1, 0}));
+  EXPECT_EQ(ys, (std::vector<float>{2, 4, 6, 8}));
+  EXPECT_EQ(zs, (std::vector<float>{-1}));  // never written
+  EXPECT_EQ(ws, (std::vector<float>{6, 7, 8, 9}));
 }
 
 TEST(ViewsTest, RunsOnTheDeviceQueue) {

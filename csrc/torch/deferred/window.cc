@@ -1,12 +1,332 @@
-// The deferred engine's hooks for the rest of the torch layer. (Until fused mode lands no window
-// is ever open: every buffer takes memory at once and nothing is pending.)
+#include "torch/deferred/window.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "base/metrics.h"
+#include "base/options.h"
+#include "compiler/compiler.h"
+#include "ir/printer.h"
+#include "ir/strided.h"
+#include "torch/lower/context.h"
 #include "torch/tensor_utils.h"
 
 namespace tpu::torch_bridge {
+namespace {
 
-bool MaterializeEagerly() { return true; }
-void PrepareHostAccess(Buffer*) {}
-void PrepareDeviceSync(int) {}
-bool DeferredUses(Buffer*) { return false; }
+constexpr const char* kReasonNames[] = {"host_read", "synchronize", "size_limit", "fallback",
+                                        "mode_change", "alias", "each_op"};
+static_assert(sizeof(kReasonNames) / sizeof(kReasonNames[0]) == static_cast<int>(CutReason::kCount));
+
+Counter* CutCounter(CutReason r) {
+  static Counter** counters = [] {
+    auto** c = new Counter*[static_cast<int>(CutReason::kCount)];
+    for (int i = 0; i < static_cast<int>(CutReason::kCount); ++i)
+      c[i] = GetCounter(std::string("window_cuts/") + kReasonNames[i]);
+    return c;
+  }();
+  return counters[static_cast<int>(r)];
+}
+
+// Words that separate the kinds of things the window's fingerprint hashes.
+constexpr uint64_t kParamWord = 0x7061'7261'6d00'0001ULL;
+constexpr uint64_t kResultWord = 0x7265'7375'6c74'0002ULL;
+
+int64_t Elements(const Buffer* b, DType dtype) { return b->nbytes() / DTypeSize(dtype); }
+
+bool SameGeometry(const Binding& b, int64_t offset, DType dtype, const Dims& dims, const Dims& strides) {
+  return b.byte_offset() == offset && b.dtype() == dtype && b.dims() == dims && b.strides() == strides;
+}
+
+}  // namespace
+
+const char* CutReasonName(CutReason reason) { return kReasonNames[static_cast<int>(reason)]; }
+
+Window::Window(int device) : device_(device), origins_(std::make_shared<std::vector<OpOrigin>>()) {}
+
+Window::~Window() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ResetLocked();
+}
+
+bool Window::StridedBindings() const {
+  static const bool strided = GetBackend().strided_bindings();
+  return strided;
+}
+
+Window::Entry* Window::FindLocked(const Buffer* buffer) {
+  if (buffer->window_epoch != epoch_) return nullptr;
+  int slot = buffer->window_slot;
+  if (slot < 0 || slot >= static_cast<int>(entries_.size()) || entries_[slot].buffer != buffer) return nullptr;
+  return &entries_[slot];
+}
+
+Window::Entry& Window::EntryLocked(Buffer* buffer) {
+  if (Entry* e = FindLocked(buffer)) return *e;
+  buffer->Retain();
+  buffer->window_slot = static_cast<int32_t>(entries_.size());
+  buffer->window_epoch = epoch_;
+  entries_.emplace_back();
+  entries_.back().buffer = buffer;
+  return entries_.back();
+}
+
+int Window::ParamLocked(Binding binding) {
+  int id = builder_.Param(binding.type());
+  params_.push_back(std::move(binding));
+  return id;
+}
+
+int Window::BaseLocked(Entry& e, const Binding& view) {
+  if (e.base >= 0) return e.base;
+  DType dt = view.dtype();
+  TensorType type = view.CoversBuffer() ? view.type() : TensorType{dt, {Elements(e.buffer, dt)}};
+  e.base = ParamLocked(Binding(e.buffer, 0, dt, type.dims));
+  e.base_type = type;
+  ++e.held;
+  return e.base;
+}
+
+int Window::OffsetParam(const Binding& binding) {
+  int64_t elements = binding.byte_offset() / DTypeSize(binding.dtype());
+  if (elements == 0) return -1;  // a static 0
+  return ParamLocked(Binding::Scalar(DType::kI64, &elements));
+}
+
+int Window::FlatOf(int v, const TensorType& type, DType dtype, int64_t n) {
+  if (type.dims.size() == 1 && type.dims[0] == n) return v;
+  return builder_.Reshape(v, {n});
+}
+
+int Window::ViewOfValue(int v, const TensorType& type, const Binding& binding) {
+  if (binding.CoversBuffer()) return type.dims == binding.dims() ? v : builder_.Reshape(v, binding.dims());
+  int flat = FlatOf(v, type, binding.dtype(), Elements(binding.buffer(), binding.dtype()));
+  return ReadStrided(builder_, flat, binding.dims(), binding.strides(), OffsetParam(binding));
+}
+
+int Window::ReadLocked(Binding& binding) {
+  Entry& e = EntryLocked(binding.buffer());
+  if (e.value >= 0) return ViewOfValue(e.value, e.value_type, binding);
+  if (StridedBindings()) {
+    // The ready value, read in place through the binding's strides (one parameter per view).
+    for (const Entry::ViewParam& vp : e.views)
+      if (SameGeometry(binding, vp.offset, vp.dtype, vp.dims, vp.strides)) return vp.id;
+    Entry::ViewParam vp{binding.byte_offset(), binding.dtype(), binding.dims(), binding.strides(), -1};
+    vp.id = ParamLocked(std::move(binding));
+    ++e.held;
+    e.views.push_back(std::move(vp));
+    return e.views.back().id;
+  }
+  int base = BaseLocked(e, binding);
+  return ViewOfValue(base, e.base_type, binding);
+}
+
+void Window::WriteLocked(const Binding& binding, int value) {
+  Entry& e = EntryLocked(binding.buffer());
+  if (binding.CoversBuffer()) {
+    e.value = value;
+    e.value_type = builder_.TypeOf(value);
+    return;
+  }
+  // A write through a view: the storage's whole value, updated.
+  DType dt = binding.dtype();
+  int64_t n = Elements(e.buffer, dt);
+  int current = e.value >= 0 ? FlatOf(e.value, e.value_type, dt, n) : FlatOf(BaseLocked(e, binding), e.base_type, dt, n);
+  e.value = UpdateStrided(builder_, current, binding.dims(), binding.strides(), OffsetParam(binding), value);
+  e.value_type = TensorType{dt, {n}};
+}
+
+bool Window::AliasesPending(const Binding& b) {
+  if (!b.buffer()) return false;
+  Entry* e = FindLocked(b.buffer());
+  if (!e) return false;
+  return (e->value >= 0 && e->value_type.dtype != b.dtype()) || (e->base >= 0 && e->base_type.dtype != b.dtype());
+}
+
+void Window::Record(const Graph& g, Binding* params, size_t num_params, const Binding* results, size_t num_results,
+                    const char* op, std::string location) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // A storage pending under one dtype, used under another, would need a bitcast: cut instead.
+  bool alias = false;
+  for (size_t i = 0; i < num_params && !alias; ++i) alias = AliasesPending(params[i]);
+  for (size_t i = 0; i < num_results && !alias; ++i) alias = AliasesPending(results[i]);
+  if (alias) CutLocked(CutReason::kAlias);
+  // Memory for the ready values this op reads, before anything changes (this may run out).
+  for (size_t i = 0; i < num_params; ++i) {
+    Buffer* b = params[i].buffer();
+    if (!b || b->materialized()) continue;
+    Entry* e = FindLocked(b);
+    if (!e || e->value < 0) MaterializeOrThrow(b);
+  }
+  const int first_value = builder_.num_values();
+  const int first_op = builder_.num_ops();
+  const int np = g.num_params();
+  SmallVector<int, 16> remap(g.num_values(), -1);
+  for (int p = 0; p < np; ++p)
+    remap[p] = params[p].buffer() ? ReadLocked(params[p]) : ParamLocked(std::move(params[p]));
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& o = g.ops[i];
+    SmallVector<int, 4> operands;
+    for (int v : o.operands) operands.push_back(remap[v]);
+    remap[np + i] = builder_.Append(o, std::move(operands));
+  }
+  for (size_t r = 0; r < num_results; ++r) WriteLocked(results[r], remap[g.results[r]]);
+  if (!builder_.status().ok()) {
+    Status why = Internal(std::string(op) + ": recording into the fused window failed: " + builder_.status().message());
+    AbandonLocked(why);
+    ThrowStatus(why);
+  }
+  // Everything recorded goes into the fingerprint in creation order; every new op names `op`.
+  auto add = [this](uint64_t w) { fingerprint_.Add(w); };
+  builder_.ForEachValueFrom(
+      first_value,
+      [&](const TensorType& t) {
+        add(kParamWord);
+        HashTypeWords(t, add);
+      },
+      [&](const Op& o) { HashOpWords(o, o.operands, add); });
+  for (int i = first_op; i < builder_.num_ops(); ++i) origins_->push_back(OpOrigin{op, location});
+  if (++num_ops_ >= std::max<int64_t>(1, Flags().window_ops)) CutLocked(CutReason::kSizeLimit);
+}
+
+uint64_t Window::Cut(CutReason reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return CutLocked(reason);
+}
+
+void Window::CutIfPending(const Buffer* buffer, CutReason reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry* e = FindLocked(buffer);
+  if (e && e->value >= 0) CutLocked(reason);
+}
+
+bool Window::Uses(const Buffer* buffer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return FindLocked(buffer) != nullptr;
+}
+
+int64_t Window::ops() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return num_ops_;
+}
+
+uint64_t Window::CutLocked(CutReason reason) {
+  static Counter* windows = GetCounter("windows");
+  static Counter* window_ops = GetCounter("window_ops");
+  static Counter* executions = GetCounter("executions");
+  if (num_ops_ == 0) {
+    ResetLocked();
+    return 0;
+  }
+  // The results: pending values of the storages someone besides the window still holds.
+  std::vector<const Entry*> live;
+  for (const Entry& e : entries_)
+    if (e.value >= 0 && e.buffer->refs() > e.held) live.push_back(&e);
+  windows->Add();
+  window_ops->Add(num_ops_);
+  CutCounter(reason)->Add();
+  if (live.empty()) {  // nothing the program computes is observable
+    ResetLocked();
+    return 0;
+  }
+  for (const Entry* e : live) MaterializeOrThrow(e->buffer);  // may throw: the window stays as it is
+  Fingerprint128 key = fingerprint_;
+  key.Add(kResultWord);
+  for (const Entry* e : live) {
+    key.Add(static_cast<uint64_t>(e->value));
+    builder_.Result(e->value);
+  }
+  std::vector<Binding> results;
+  results.reserve(live.size());
+  for (const Entry* e : live) results.emplace_back(e->buffer, 0, e->value_type.dtype, e->value_type.dims);
+  Queue& queue = DeviceFor(device_).queue();
+  TaskContext ctx("fused window");
+  ctx.thread = ThreadId();
+  ctx.origins = origins_;
+  auto graph = builder_.FinishInPlace();
+  StatusOr<ExecutablePtr> exe = graph.status();
+  if (graph.ok()) {
+    CompileOptions options;
+    options.name = "fused window";
+    exe = CompileCache::Get().GetOrCompile(*graph.value(), key, GetBackend(), options);
+  }
+  uint64_t seq;
+  if (exe.ok()) {
+    ExecutablePtr program = std::move(exe).value();
+    bool small = program->work() <= Flags().inline_work;
+    seq = queue.Launch(std::move(program), params_.data(), params_.size(), results.data(), results.size(),
+                       std::move(ctx), small);
+    executions->Add();
+  } else {
+    // Nothing of the window can run: its results fail with the error (Note [Failed buffers]),
+    // which the next sync point that reads them raises.
+    seq = queue.Fail(Internal("compiling the fused window failed: " + exe.status().message()), results.data(),
+                     results.size(), std::move(ctx));
+  }
+  ResetLocked();
+  return seq;
+}
+
+void Window::AbandonLocked(const Status& why) {
+  // What the window would have written is lost: those storages fail with the error (Note
+  // [Failed buffers]) instead of keeping stale values silently; the window starts afresh.
+  std::vector<Binding> lost;
+  for (const Entry& e : entries_)
+    if (e.value >= 0) lost.emplace_back(e.buffer, 0, e.value_type.dtype, e.value_type.dims);
+  TaskContext ctx("fused window");
+  ctx.thread = ThreadId();
+  if (!lost.empty()) DeviceFor(device_).queue().Fail(why, lost.data(), lost.size(), std::move(ctx));
+  ResetLocked();
+}
+
+void Window::ResetLocked() {
+  for (Entry& e : entries_) e.buffer->Release();
+  entries_.clear();
+  params_.clear();
+  builder_.Reset();
+  fingerprint_ = Fingerprint128();
+  origins_ = std::make_shared<std::vector<OpOrigin>>();
+  num_ops_ = 0;
+  ++epoch_;
+}
+
+std::string Window::Dump() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (num_ops_ == 0) return "";
+  Builder copy = builder_;
+  for (const Entry& e : entries_)
+    if (e.value >= 0 && e.buffer->refs() > e.held) copy.Result(e.value);
+  auto g = copy.FinishInPlace();
+  if (!g.ok()) return "(the window does not form a valid program: " + g.status().message() + ")";
+  return PrintStableHlo(*g.value(), "fused_window");
+}
+
+Window& WindowFor(int device) {
+  static std::vector<std::unique_ptr<Window>>* windows = [] {
+    auto* v = new std::vector<std::unique_ptr<Window>>();
+    for (int i = 0; i < GetBackend().device_count(); ++i) v->push_back(std::make_unique<Window>(i));
+    return v;
+  }();
+  return *windows->at(device);
+}
+
+void CutAllWindows(CutReason reason) {
+  for (int i = 0; i < GetBackend().device_count(); ++i) WindowFor(i).Cut(reason);
+}
+
+bool RecordsIntoWindow() {
+  static const bool dense = !GetBackend().strided_bindings();
+  return dense || GetEagerMode() == EagerMode::kFused;
+}
+
+// ---- hooks for the rest of the torch layer (tensor_utils.h) ---------------------------------
+
+bool MaterializeEagerly() { return GetEagerMode() != EagerMode::kFused; }
+
+void PrepareHostAccess(Buffer* buffer) { WindowFor(buffer->device()).CutIfPending(buffer, CutReason::kHostRead); }
+
+void PrepareDeviceSync(int device) { WindowFor(device).Cut(CutReason::kSynchronize); }
+
+bool DeferredUses(Buffer* buffer) { return WindowFor(buffer->device()).Uses(buffer); }
 
 }  // namespace tpu::torch_bridge

@@ -8,6 +8,7 @@
 #include "base/metrics.h"
 #include "base/options.h"
 #include "compiler/compiler.h"
+#include "torch/deferred/window.h"
 #include "torch/python_location.h"
 #include "torch/tensor_utils.h"
 
@@ -50,7 +51,8 @@ void CheckFinite(const char* op, const at::Tensor& out) {
 EagerMode GetEagerMode() {
   int m = g_mode.load(std::memory_order_relaxed);
   if (m < 0) {
-    m = Flags().eager_mode == "debug" ? 1 : 0;
+    const std::string& name = Flags().eager_mode;
+    m = name == "debug" ? 1 : name == "fused" ? 2 : 0;
     g_mode.store(m, std::memory_order_relaxed);
   }
   return static_cast<EagerMode>(m);
@@ -80,7 +82,6 @@ int Lowering::Input(const at::Tensor& t) {
   TORCH_CHECK(device_ == dev, op_, ": expected all tensors to be on the same device, but found at least two devices, tpu:",
               device_, " and tpu:", dev, "!");
   Binding binding = BindingOf(t);
-  if (Buffer* b = binding.buffer(); b && !b->materialized()) MaterializeOrThrow(b);
   TensorType type = binding.type();
   return AddParam(type, std::move(binding));
 }
@@ -137,11 +138,18 @@ void Lowering::Run() {
   for (auto& [value, out] : outputs_) builder_.Result(value);
   auto graph = builder_.FinishInPlace();
   if (!graph.ok()) ThrowStatus(Internal(std::string(op_) + ": " + graph.status().message()));
+  if (RecordsIntoWindow()) {
+    RunInWindow(*graph.value());
+    return;
+  }
   CompileOptions options;
   options.name = op_;
   auto exe = CompileCache::Get().GetOrCompile(*graph.value(), GetBackend(), options);
   Check(exe.status());
   Device& dev = DeviceFor(device_ < 0 ? CurrentDeviceIndex() : device_);
+  // A tensor may have no memory yet (made in fused mode and never written there).
+  for (const Binding& p : params_)
+    if (Buffer* b = p.buffer(); b && !b->materialized()) MaterializeOrThrow(b);
   c10::SmallVector<Binding, 2> results;
   for (auto& [value, out] : outputs_) {
     results.push_back(BindingOf(*out));
@@ -156,6 +164,23 @@ void Lowering::Run() {
   executions->Add();
   if (GetEagerMode() == EagerMode::kDebug) {
     Check(dev.queue().WaitFor(seq));
+    if (Flags().check_nan)
+      for (auto& [value, out] : outputs_) CheckFinite(op_, *out);
+  }
+}
+
+void Lowering::RunInWindow(const Graph& graph) {
+  // Fused mode records the op into the device's window; a backend without strided bindings runs
+  // strict and debug mode as one-op windows (their views become ops of the program).
+  c10::SmallVector<Binding, 2> results;
+  for (auto& [value, out] : outputs_) results.push_back(BindingOf(*out));
+  Window& window = WindowFor(device_ < 0 ? CurrentDeviceIndex() : device_);
+  window.Record(graph, params_.data(), params_.size(), results.data(), results.size(), op_, std::move(location_));
+  EagerMode mode = GetEagerMode();
+  if (mode == EagerMode::kFused) return;
+  uint64_t seq = window.Cut(CutReason::kEachOp);
+  if (mode == EagerMode::kDebug) {
+    Check(DeviceFor(device_ < 0 ? CurrentDeviceIndex() : device_).queue().WaitFor(seq));
     if (Flags().check_nan)
       for (auto& [value, out] : outputs_) CheckFinite(op_, *out);
   }

@@ -23,7 +23,7 @@
 
 namespace tpu::torch_bridge {
 
-enum class EagerMode : int { kStrict = 0, kDebug = 1 };
+enum class EagerMode : int { kStrict = 0, kDebug = 1, kFused = 2 };
 EagerMode GetEagerMode();
 void SetEagerMode(EagerMode mode);
 
@@ -51,6 +51,7 @@ class Lowering {
 
  private:
   int AddParam(const TensorType& type, Binding binding);
+  void RunInWindow(const Graph& graph);
   void AddOutput(int value, c10::MaybeOwned<at::Tensor> out);
   const char* op_;
   Builder& builder_;  // from a per-thread pool: reused across ops, so building costs no allocation

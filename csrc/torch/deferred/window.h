@@ -1,0 +1,116 @@
+// The deferred engine: fused eager mode's windows (ARCHITECTURE "Deferred execution").
+//
+// Each device has one open window: a program being recorded. An op's lowering builds its small
+// program as in every mode; in a window mode, Lowering::Run records it into the window instead of
+// launching it (Window::Record) -- the same lowerings, no second path. The window keeps, for
+// every storage it touched, its buffer's *ready* value (a parameter bound to the buffer) and/or
+// its *pending* value (an IR value of the whole storage). Reading a tensor whose storage is
+// pending gives the view of the pending value (ir/strided.h); writing through a view replaces the
+// storage's pending value by an update of it, so aliasing is exact without copies at run time.
+//
+// A cut (Window::Cut) turns the window into one program: its results are the pending values of
+// the storages still alive (dead intermediates are never written, nor given memory), compiled
+// once per distinct window (a 128-bit fingerprint built as ops are recorded) and launched on the
+// device queue. Windows are cut at host reads of pending data, synchronize(), before a CPU
+// fallback op, at a size limit (option window_ops), at mode changes, and when a view would alias
+// a pending storage under another dtype. metrics count windows, their ops and each cut's reason.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/hash.h"
+#include "ir/builder.h"
+#include "runtime/device.h"
+
+namespace tpu::torch_bridge {
+
+enum class CutReason : int {
+  kHostRead,     // the host reads (or resizes) a pending storage
+  kSynchronize,  // a device-wide sync point: synchronize(), an event, the end of the process
+  kSizeLimit,    // the window reached option window_ops
+  kFallback,     // a CPU-fallback op is about to read the device
+  kModeChange,   // the eager mode changed
+  kAlias,        // a storage pending under one dtype is used under another
+  kEachOp,       // a backend without strided bindings runs strict/debug mode as one-op windows
+  kCount
+};
+const char* CutReasonName(CutReason reason);
+
+class Window {
+ public:
+  explicit Window(int device);
+  ~Window();
+
+  // Records a lowered op: `g` is its finished program (parameters first), `params` the bindings of
+  // its parameters (moved from), `results` where each of g.results is written (the output
+  // tensors' bindings). May cut the window first (aliasing) or after (size limit).
+  void Record(const Graph& g, Binding* params, size_t num_params, const Binding* results, size_t num_results,
+              const char* op, std::string location);
+  // Compiles and launches the window (nothing when it is empty); returns the launch's sequence
+  // number (0 when nothing ran). Throws on out-of-memory before anything is lost.
+  uint64_t Cut(CutReason reason);
+  // Cuts if the window holds a pending value of `buffer`.
+  void CutIfPending(const Buffer* buffer, CutReason reason);
+  // Whether the window reads or writes `buffer`.
+  bool Uses(const Buffer* buffer);
+  // The pending window as StableHLO text, its results the live pending values (empty window: "").
+  std::string Dump();
+  int64_t ops();
+
+ private:
+  struct Entry {
+    Buffer* buffer = nullptr;  // one reference held by the entry
+    int held = 1;              // references the window holds (the entry's and its parameters')
+    int base = -1;             // builder id of the parameter bound to the whole buffer, or -1
+    TensorType base_type;
+    int value = -1;            // builder id of the storage's pending value, or -1
+    TensorType value_type;
+    // Strided parameters of the ready value (backends with strided bindings), by geometry.
+    struct ViewParam {
+      int64_t offset;
+      DType dtype;
+      Dims dims, strides;
+      int id;
+    };
+    std::vector<ViewParam> views;
+  };
+
+  Entry& EntryLocked(Buffer* buffer);
+  Entry* FindLocked(const Buffer* buffer);
+  int ParamLocked(Binding binding);
+  int BaseLocked(Entry& e, const Binding& view);
+  int ReadLocked(Binding& binding);
+  void WriteLocked(const Binding& binding, int value);
+  // The view `binding` describes, of a whole-storage value v (of type `type`).
+  int ViewOfValue(int v, const TensorType& type, const Binding& binding);
+  int FlatOf(int v, const TensorType& type, DType dtype, int64_t n);
+  int OffsetParam(const Binding& binding);
+  bool AliasesPending(const Binding& b);
+  uint64_t CutLocked(CutReason reason);
+  void AbandonLocked(const Status& why);
+  void ResetLocked();
+  bool StridedBindings() const;
+
+  const int device_;
+  std::mutex mu_;
+  Builder builder_;
+  std::vector<Binding> params_;  // by parameter number
+  std::vector<Entry> entries_;
+  uint32_t epoch_ = 1;
+  std::shared_ptr<std::vector<OpOrigin>> origins_;  // per recorded op
+  Fingerprint128 fingerprint_;
+  int64_t num_ops_ = 0;
+};
+
+Window& WindowFor(int device);
+// Cuts every device's window.
+void CutAllWindows(CutReason reason);
+// Whether Lowering::Run records into the window: fused mode, or a backend whose bindings must be
+// dense (strict/debug there are one-op windows).
+bool RecordsIntoWindow();
+
+}  // namespace tpu::torch_bridge
