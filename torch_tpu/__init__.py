@@ -46,6 +46,7 @@ def _register() -> None:
         torch._register_device_module("tpu", _device_module)
     _compat.generate_methods()
     _compat.register_autocast_dtype()
+    _compat.register_accelerate()
     _registered = True
 
 

@@ -1,6 +1,9 @@
 """Version-specific glue for the torch releases we support (2.10 - 2.14). Keep it all here."""
 from __future__ import annotations
 
+import importlib.abc
+import sys
+
 import torch
 
 TORCH_VERSION = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
@@ -20,3 +23,117 @@ def register_autocast_dtype() -> None:
     setter = getattr(torch, "set_autocast_dtype", None) or getattr(torch._C, "set_autocast_dtype", None)
     if setter is not None:
         setter("tpu", torch.bfloat16)
+
+
+# ---- Hugging Face accelerate ------------------------------------------------------------------
+# accelerate (1.x) picks its device from a fixed list of device types (mps, npu, cuda, xpu, ...)
+# and offers no extension point for a PrivateUse1 device (it does not read torch.accelerator; its
+# only override is the ACCELERATE_TORCH_DEVICE variable, which would also override cpu=True).
+# Without help, Accelerator() and the HF Trainer put the model on the CPU while transformers
+# (which reads torch.accelerator) picks tpu:0, and from_pretrained(device_map="auto") finds no
+# accelerator memory and loads on the CPU. Two small registrations fix both, applied when
+# accelerate's modules are first imported (at once if they already are), and active only while
+# tpu is the process's torch.accelerator:
+# - PartialState.default_device: tpu:<current device> where accelerate would choose the CPU;
+# - accelerate.utils.modeling.get_max_memory: integer device ids (accelerate's "accelerator i",
+#   which torch.device(i) resolves to tpu:i) get the tpu's free memory.
+# ACCELERATE_TORCH_DEVICE, Accelerator(cpu=True) and an explicit max_memory keep their meaning.
+def _tpu_is_the_accelerator() -> bool:
+    acc = torch.accelerator.current_accelerator(check_available=True)
+    return acc is not None and acc.type == "tpu"
+
+
+def _patch_accelerate_state(module) -> None:
+    state = module.PartialState
+    original = state.default_device
+    if getattr(original.fget, "_torch_tpu", False):
+        return
+
+    def default_device(self):
+        device = original.fget(self)
+        if device.type == "cpu" and _tpu_is_the_accelerator():
+            return torch.device("tpu", torch.tpu.current_device())
+        return device
+
+    default_device._torch_tpu = True
+    state.default_device = property(default_device, doc=original.__doc__)
+
+
+def _patch_accelerate_modeling(module) -> None:
+    original = module.get_max_memory
+    if getattr(original, "_torch_tpu", False):
+        return
+
+    def get_max_memory(max_memory=None):
+        if not _tpu_is_the_accelerator():
+            return original(max_memory)
+        if max_memory is None:
+            tpus = {i: torch.tpu.mem_get_info(i)[0] for i in range(torch.tpu.device_count())}
+            return {**tpus, **original(None)}  # accelerate's order: accelerators, then cpu/disk
+        ids = sorted(k for k in max_memory if isinstance(k, int))
+        for i in ids:
+            if not 0 <= i < torch.tpu.device_count():
+                module.logger.warning(f"Device {i} is not available, available devices are "
+                                      f"{list(range(torch.tpu.device_count()))}")
+        rest = original({k: v for k, v in max_memory.items() if not isinstance(k, int)})
+        limit = module.convert_file_size_to_int
+        return {**{i: limit(max_memory[i]) if isinstance(max_memory[i], str) else max_memory[i] for i in ids},
+                **rest}
+
+    get_max_memory._torch_tpu = True
+    get_max_memory.__doc__ = original.__doc__
+    module.get_max_memory = get_max_memory
+    # Modules that bound the function by name before this ran (torch_tpu imported after them).
+    for name, attr in (("accelerate.utils", "get_max_memory"),
+                       ("transformers.integrations.accelerate", "accelerate_max_memory")):
+        other = sys.modules.get(name)
+        if other is not None and getattr(other, attr, None) is original:
+            setattr(other, attr, get_max_memory)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs a patch on a module right after its first import has executed it."""
+
+    def __init__(self, patches: dict):
+        self._patches = patches
+
+    def find_spec(self, fullname, path, target=None):
+        patch = self._patches.get(fullname)
+        if patch is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _PatchingLoader(spec.loader, lambda m: (self._patches.pop(fullname, None), patch(m)))
+        return spec
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    def __init__(self, inner, after):
+        self._inner, self._after = inner, after
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module):
+        self._inner.exec_module(module)
+        self._after(module)
+
+    def __getattr__(self, name):  # get_source, get_resource_reader, ... of the real loader
+        return getattr(self._inner, name)
+
+
+def register_accelerate() -> None:
+    patches = {"accelerate.state": _patch_accelerate_state, "accelerate.utils.modeling": _patch_accelerate_modeling}
+    for name in list(patches):
+        if name in sys.modules:
+            patches.pop(name)(sys.modules[name])
+    if patches:
+        sys.meta_path.insert(0, _AfterImport(patches))
