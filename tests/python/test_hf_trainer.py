@@ -98,6 +98,9 @@ def train_with_trainer(tmp_path, use_cpu):
 def test_trainer_trains_on_tpu_like_cpu(tmp_path):
     cpu_losses, cpu_norms = train_with_trainer(tmp_path / "cpu", use_cpu=True)
     AcceleratorState._reset_state(reset_partial_state=True)
+    torch_tpu.metrics.reset()
     tpu_losses, tpu_norms = train_with_trainer(tmp_path / "tpu", use_cpu=False)
+    # Every op of the tpu run is native, the fused AdamW step included.
+    assert not torch_tpu.metrics.fallback_ops(), torch_tpu.metrics.fallback_ops()
     torch.testing.assert_close(torch.tensor(tpu_losses), torch.tensor(cpu_losses), rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(torch.tensor(tpu_norms), torch.tensor(cpu_norms), rtol=1e-4, atol=1e-5)
