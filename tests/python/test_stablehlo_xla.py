@@ -585,6 +585,30 @@ def test_amp_unscale_and_update_scale(xla):
                   [scale, tracker, torch.tensor([f]), 2.0, 0.5, 2])
 
 
+def test_searchsorted_histc_cdist(xla):
+    # searchsorted parameters: values, boundaries (then sorter); the search is unrolled rounds.
+    bd = torch.tensor([-1.0, 0.0, 0.0, 2.0, 5.0])
+    v = torch.tensor([[-3.0, 0.0, 1.0], [2.0, 7.0, float("nan")]])
+    check_xla(xla, "aten::searchsorted", lambda b, x: torch.searchsorted(b, x, right=True), (bd, v), [v, bd])
+    x = randn(50)
+    check_xla(xla, "aten::histc", lambda t: torch.histc(t, bins=6, min=-1.0, max=1.5), (x,), [x, -1.0, 1.5, 6.0])
+    a, b = randn(4, 3), randn(5, 3, seed=1)
+    check_xla(xla, "aten::_cdist_forward", lambda u, w: torch.cdist(u, w, p=3.0), (a, b), [a, b, 3.0])
+
+
+def test_multinomial_program(xla):
+    p = torch.tensor([[0.1, 0.0, 0.9], [0.5, 0.5, 0.0]])
+    state = torch.tensor([1234, 7], dtype=torch.uint64)
+    _, text = logged_program("aten::multinomial", lambda t: torch.multinomial(t, 1), p.to("tpu"))
+    draws, error = run_on_xla(xla, text, [p, state])
+    assert error.item() == 0 and draws.shape == (2, 1)
+    assert draws[0, 0].item() in (0, 2) and draws[1, 0].item() in (0, 1)
+    _, text = logged_program("aten::multinomial", lambda t: torch.multinomial(t, 6, replacement=True), p.to("tpu"))
+    draws, error = run_on_xla(xla, text, [p, state])
+    assert error.item() == -1 and draws.shape == (2, 6)
+    assert set(draws[0].tolist()) <= {0, 2} and set(draws[1].tolist()) <= {0, 1}
+
+
 # ---- random ops: XLA must parse, compile and run them (bits are not expected to match) -------
 
 def _random_program(op, fn, *args):
