@@ -30,6 +30,9 @@ def _autoload() -> None:
 import torch  # noqa: E402
 
 from . import _compat  # noqa: E402
+from ._version import get_version as _get_version  # noqa: E402
+
+__version__ = _get_version()
 
 
 def _register() -> None:
@@ -60,6 +63,7 @@ from . import config  # noqa: E402,F401
 from . import data  # noqa: E402,F401
 
 __all__ = [
+    "__version__",
     "device",
     "eager_mode",
     "get_eager_mode",
