@@ -49,7 +49,8 @@ def _register() -> None:
         torch._register_device_module("tpu", _device_module)
     _compat.generate_methods()
     _compat.register_autocast_dtype()
-    _compat.register_accelerate()
+    _compat.register_import_patches()
+    _compat.register_data_parallel_check()
     _registered = True
 
 

@@ -1,6 +1,7 @@
 """Version-specific glue for the torch releases we support (2.10 - 2.14). Keep it all here."""
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import sys
 
@@ -130,10 +131,83 @@ class _PatchingLoader(importlib.abc.Loader):
         return getattr(self._inner, name)
 
 
-def register_accelerate() -> None:
-    patches = {"accelerate.state": _patch_accelerate_state, "accelerate.utils.modeling": _patch_accelerate_modeling}
+# ---- safetensors -------------------------------------------------------------------------------
+# safetensors checks a device string against its own list (cpu, cuda, mps, npu, xpu, ...) and has
+# no way to add one, so load_file(path, device="tpu") failed with "device tpu is invalid". Its
+# load_file (and load_model, which calls it) now reads a file meant for a tpu device on the CPU
+# (memory-mapped, as for any device) and moves the tensors. safe_open(..., device="tpu") still
+# refuses the name: open it on "cpu" and move the tensors with .to("tpu").
+def _is_tpu_device(device) -> bool:
+    if isinstance(device, str):
+        return device.split(":")[0] == "tpu"
+    return isinstance(device, torch.device) and device.type == "tpu"
+
+
+def _patch_safetensors_torch(module) -> None:
+    original = module.load_file
+    if getattr(original, "_torch_tpu", False):
+        return
+
+    @functools.wraps(original)
+    def load_file(filename, device="cpu", **kwargs):
+        if not _is_tpu_device(device):
+            return original(filename, device, **kwargs)
+        target = torch.device(device)
+        return {name: t.to(target) for name, t in original(filename, "cpu", **kwargs).items()}
+
+    load_file._torch_tpu = True
+    module.load_file = load_file
+
+
+def register_import_patches() -> None:
+    """The accelerate and safetensors registrations above, now or when those modules are imported."""
+    patches = {"accelerate.state": _patch_accelerate_state, "accelerate.utils.modeling": _patch_accelerate_modeling,
+               "safetensors.torch": _patch_safetensors_torch}
     for name in list(patches):
         if name in sys.modules:
             patches.pop(name)(sys.modules[name])
     if patches:
         sys.meta_path.insert(0, _AfterImport(patches))
+
+
+# ---- nn.DataParallel -----------------------------------------------------------------------------
+# DataParallel runs only on CUDA (its scatter, replicate and gather are CUDA kernels), but it takes
+# torch._utils._get_available_device_type(), which is "tpu" once torch_tpu is registered, and then
+# failed deep inside with "module 'torch._C' has no attribute '_scatter'". It has no extension
+# point: its constructor (and the functional data_parallel) get a check that says what to use.
+DATA_PARALLEL_MESSAGE = (
+    "nn.DataParallel supports only CUDA devices (its scatter, replicate and gather are CUDA kernels). On the tpu "
+    "device use torch.nn.parallel.DistributedDataParallel with torch.distributed.init_process_group(backend='tpu'), "
+    "one process per device (torchrun --nproc-per-node=N), or, on a single device, call the model directly after "
+    "model.to('tpu').")
+
+
+def _tpu_is_the_parallel_device() -> bool:
+    return torch._utils._get_available_device_type() == "tpu"
+
+
+def register_data_parallel_check() -> None:
+    import torch.nn.parallel  # noqa: F401  (its namespace's `data_parallel` is the function)
+
+    dp = sys.modules["torch.nn.parallel.data_parallel"]
+    cls = dp.DataParallel
+    if getattr(cls.__init__, "_torch_tpu", False):
+        return
+    original_init, original_fn = cls.__init__, dp.data_parallel
+
+    @functools.wraps(original_init)
+    def __init__(self, *args, **kwargs):
+        if _tpu_is_the_parallel_device():
+            raise RuntimeError(DATA_PARALLEL_MESSAGE)
+        original_init(self, *args, **kwargs)
+
+    @functools.wraps(original_fn)
+    def data_parallel(*args, **kwargs):
+        if _tpu_is_the_parallel_device():
+            raise RuntimeError(DATA_PARALLEL_MESSAGE)
+        return original_fn(*args, **kwargs)
+
+    __init__._torch_tpu = True
+    cls.__init__ = __init__
+    dp.data_parallel = data_parallel
+    torch.nn.parallel.data_parallel = data_parallel
