@@ -184,6 +184,7 @@ def test_searchsorted_out_and_errors(no_fallback):
     assert_same_error(lambda b, x, s: torch.searchsorted(b, x, sorter=s), _sorted(5), torch.ones(2),
                       torch.tensor([0, 1, 2, 3, 9]))
     assert_same_error(lambda x, b: torch.bucketize(x, b), torch.ones(2), _sorted(2, 5))
+    assert_same_error(lambda b, x: torch.searchsorted(b, x), torch.tensor([False, True]), torch.tensor([True]))
 
 
 # ---- cdist -------------------------------------------------------------------------------------

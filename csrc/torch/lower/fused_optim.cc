@@ -36,7 +36,8 @@ struct Common {
 int Rank0(Builder& b, int v) { return b.Reshape(v, {}); }
 
 // Rank-0 values in each compute dtype, made before any tensor op: a rank-0 op between a
-// parameter's elementwise ops would split that parameter's fused pass in two.
+// parameter's elementwise ops would split that parameter's fused pass in two. (For the few
+// shared hyper-parameters: a linear search.)
 class Rank0InDType {
  public:
   explicit Rank0InDType(Builder& b) : b_(b) {}
@@ -194,8 +195,8 @@ void FusedAdam(const char* op, TensorList params, TensorList grads, TensorList e
     int step = b.ConvertIfNeeded(Rank0(b, TensorOrScalar(l, state_steps[i], at::kFloat)), DType::kF64);
     int bc1 = b.Binary(OpCode::kSubtract, one, b.Binary(OpCode::kPower, beta1, step));
     int bc2 = b.Binary(OpCode::kSubtract, one, b.Binary(OpCode::kPower, beta2, step));
-    per_step.emplace_back(cast(b.Unary(OpCode::kNegate, b.Binary(OpCode::kDivide, lr, bc1)), ct),
-                          cast(b.Unary(OpCode::kSqrt, bc2), ct));
+    per_step.emplace_back(b.ConvertIfNeeded(b.Unary(OpCode::kNegate, b.Binary(OpCode::kDivide, lr, bc1)), ct),
+                          b.ConvertIfNeeded(b.Unary(OpCode::kSqrt, bc2), ct));
     for (int h : {decay, wd, avg_coeff, beta2, sq_coeff, eps}) cast(h, ct);
     if (c.grad_scale >= 0) cast(c.grad_scale, ct);
   }

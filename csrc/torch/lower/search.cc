@@ -30,6 +30,8 @@ at::Tensor& SearchsortedOut(const at::Tensor& boundaries, const at::Tensor& inpu
   c10::DeviceGuard guard(boundaries.device());
 
   at::ScalarType ct = CommonType(boundaries, input);
+  TORCH_CHECK_NOT_IMPLEMENTED(ct != at::kBool && !at::isComplexType(ct), "\"searchsorted_out_cpu\" not implemented for '",
+                              toString(ct), "'");
   at::ScalarType cmp = at::isFloatingType(ct) ? OpMath(ct) : ct;  // bf16/f16 compare exactly as f32
   int64_t n = boundaries.size(-1);
   int64_t rows = 1;
