@@ -50,7 +50,7 @@ def _register() -> None:
     _compat.generate_methods()
     _compat.register_autocast_dtype()
     _compat.register_import_patches()
-    _compat.register_data_parallel_check()
+    _compat._apply(_compat.register_data_parallel_check, torch.nn.parallel)
     _registered = True
 
 

@@ -112,8 +112,19 @@ class _AfterImport(importlib.abc.MetaPathFinder):
             return None
         if spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        spec.loader = _PatchingLoader(spec.loader, lambda m: (self._patches.pop(fullname, None), patch(m)))
+        spec.loader = _PatchingLoader(spec.loader, lambda m: (self._patches.pop(fullname, None), _apply(patch, m)))
         return spec
+
+
+def _apply(patch, module) -> None:
+    # A library whose internals changed must still import: the registration is then skipped, said once.
+    try:
+        patch(module)
+    except Exception as e:  # pragma: no cover - depends on the library's version
+        import warnings
+
+        warnings.warn(f"torch_tpu: could not register its {module.__name__} integration ({e!r}); "
+                      "that library will not see the tpu device")
 
 
 class _PatchingLoader(importlib.abc.Loader):
@@ -165,7 +176,7 @@ def register_import_patches() -> None:
                "safetensors.torch": _patch_safetensors_torch}
     for name in list(patches):
         if name in sys.modules:
-            patches.pop(name)(sys.modules[name])
+            _apply(patches.pop(name), sys.modules[name])
     if patches:
         sys.meta_path.insert(0, _AfterImport(patches))
 
@@ -186,9 +197,8 @@ def _tpu_is_the_parallel_device() -> bool:
     return torch._utils._get_available_device_type() == "tpu"
 
 
-def register_data_parallel_check() -> None:
-    import torch.nn.parallel  # noqa: F401  (its namespace's `data_parallel` is the function)
-
+def register_data_parallel_check(parallel) -> None:
+    """`parallel` is torch.nn.parallel (whose `data_parallel` attribute is the function)."""
     dp = sys.modules["torch.nn.parallel.data_parallel"]
     cls = dp.DataParallel
     if getattr(cls.__init__, "_torch_tpu", False):
@@ -210,4 +220,4 @@ def register_data_parallel_check() -> None:
     __init__._torch_tpu = True
     cls.__init__ = __init__
     dp.data_parallel = data_parallel
-    torch.nn.parallel.data_parallel = data_parallel
+    parallel.data_parallel = data_parallel
