@@ -204,3 +204,46 @@ def test_tensor_list_mutation_through_fallback(fallback_policy):
         for c, d in zip(lc, ld):
             assert torch.equal(d.cpu(), c)
     assert "aten::_fused_adagrad_" in fallback_counts()
+
+
+def test_foreach_ops_mutate_lists(mode, fallback_policy):
+    fallback_policy("silent")
+
+    def fn(a, b, c):
+        xs = [a.clone(), b.clone().t(), c.clone()]
+        torch._foreach_mul_(xs, 3.0)
+        torch._foreach_add_(xs, [a, b.t(), c], alpha=0.5)
+        torch._foreach_addcmul_(xs, xs, xs, value=0.5)
+        return xs
+    check_same(fn, rand(3), rand(2, 4, seed=1), rand(5, seed=2))
+
+
+@pytest.mark.parametrize("foreach", [True, False])
+def test_adam_step_matches_cpu(mode, fallback_policy, foreach):
+    fallback_policy("silent")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    model_d = copy.deepcopy(model).to("tpu")
+    x = rand(6, 4, seed=3)
+    results = []
+    for m, inp in ((model, x), (model_d, x.to("tpu"))):
+        opt = torch.optim.Adam(m.parameters(), lr=0.05, weight_decay=0.01, foreach=foreach)
+        for _ in range(3):
+            opt.zero_grad()
+            (m(inp) ** 2).sum().backward()
+            opt.step()
+        results.append([p.detach().cpu() for p in m.parameters()])
+        results.append([opt.state[p]["exp_avg_sq"].cpu() for p in m.parameters()])
+    for cpu_ts, dev_ts in ((results[0], results[2]), (results[1], results[3])):
+        for c, d in zip(cpu_ts, dev_ts):
+            torch.testing.assert_close(d, c, rtol=1e-5, atol=1e-6)
+
+
+def test_view_ops_never_reach_the_fallback():
+    # The fallback cannot alias (it computes on a CPU copy): every view op must be native.
+    d = torch.arange(9.0).to("tpu")
+    torch_tpu.metrics.reset()
+    u = d.unfold(0, 3, 3)
+    assert "aten::unfold" not in fallback_counts()
+    u.zero_()
+    assert torch.equal(d.cpu(), torch.zeros(9))
