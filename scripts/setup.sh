@@ -27,6 +27,7 @@ _TPU_PY_PACKAGES=(
   "numpy" "pytest" "jax==0.10.2" "jaxlib==0.10.2" "expecttest" "hypothesis" "tqdm" "matplotlib"
   "transformers"  # tests/python/test_hf.py (tiny random configs, nothing downloaded)
   "diffusers==0.42.1"  # tests/python/test_diffusers.py (a tiny random UNet2DModel, nothing downloaded)
+  "accelerate==1.15.0"  # the HF Trainer needs it; tests/python/test_hf_trainer.py (installs beside torch 2.13.0)
   "setuptools>=70.1"
 )
 

@@ -30,6 +30,9 @@ def _autoload() -> None:
 import torch  # noqa: E402
 
 from . import _compat  # noqa: E402
+from ._version import get_version as _get_version  # noqa: E402
+
+__version__ = _get_version()
 
 
 def _register() -> None:
@@ -46,6 +49,8 @@ def _register() -> None:
         torch._register_device_module("tpu", _device_module)
     _compat.generate_methods()
     _compat.register_autocast_dtype()
+    _compat.register_import_patches()
+    _compat._apply(_compat.register_data_parallel_check, torch.nn.parallel)
     _registered = True
 
 
@@ -60,6 +65,7 @@ from . import data  # noqa: E402,F401
 from . import debug  # noqa: E402,F401
 
 __all__ = [
+    "__version__",
     "device",
     "eager_mode",
     "get_eager_mode",

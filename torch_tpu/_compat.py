@@ -1,6 +1,10 @@
 """Version-specific glue for the torch releases we support (2.10 - 2.14). Keep it all here."""
 from __future__ import annotations
 
+import functools
+import importlib.abc
+import sys
+
 import torch
 
 TORCH_VERSION = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
@@ -20,3 +24,200 @@ def register_autocast_dtype() -> None:
     setter = getattr(torch, "set_autocast_dtype", None) or getattr(torch._C, "set_autocast_dtype", None)
     if setter is not None:
         setter("tpu", torch.bfloat16)
+
+
+# ---- Hugging Face accelerate ------------------------------------------------------------------
+# accelerate (1.x) picks its device from a fixed list of device types (mps, npu, cuda, xpu, ...)
+# and offers no extension point for a PrivateUse1 device (it does not read torch.accelerator; its
+# only override is the ACCELERATE_TORCH_DEVICE variable, which would also override cpu=True).
+# Without help, Accelerator() and the HF Trainer put the model on the CPU while transformers
+# (which reads torch.accelerator) picks tpu:0, and from_pretrained(device_map="auto") finds no
+# accelerator memory and loads on the CPU. Two small registrations fix both, applied when
+# accelerate's modules are first imported (at once if they already are), and active only while
+# tpu is the process's torch.accelerator:
+# - PartialState.default_device: tpu:<current device> where accelerate would choose the CPU;
+# - accelerate.utils.modeling.get_max_memory: integer device ids (accelerate's "accelerator i",
+#   which torch.device(i) resolves to tpu:i) get the tpu's free memory.
+# ACCELERATE_TORCH_DEVICE, Accelerator(cpu=True) and an explicit max_memory keep their meaning.
+def _tpu_is_the_accelerator() -> bool:
+    acc = torch.accelerator.current_accelerator(check_available=True)
+    return acc is not None and acc.type == "tpu"
+
+
+def _patch_accelerate_state(module) -> None:
+    state = module.PartialState
+    original = state.default_device
+    if getattr(original.fget, "_torch_tpu", False):
+        return
+
+    def default_device(self):
+        device = original.fget(self)
+        if device.type == "cpu" and _tpu_is_the_accelerator():
+            return torch.device("tpu", torch.tpu.current_device())
+        return device
+
+    default_device._torch_tpu = True
+    state.default_device = property(default_device, doc=original.__doc__)
+
+
+def _patch_accelerate_modeling(module) -> None:
+    original = module.get_max_memory
+    if getattr(original, "_torch_tpu", False):
+        return
+
+    def get_max_memory(max_memory=None):
+        if not _tpu_is_the_accelerator():
+            return original(max_memory)
+        if max_memory is None:
+            tpus = {i: torch.tpu.mem_get_info(i)[0] for i in range(torch.tpu.device_count())}
+            return {**tpus, **original(None)}  # accelerate's order: accelerators, then cpu/disk
+        ids = sorted(k for k in max_memory if isinstance(k, int))
+        for i in ids:
+            if not 0 <= i < torch.tpu.device_count():
+                module.logger.warning(f"Device {i} is not available, available devices are "
+                                      f"{list(range(torch.tpu.device_count()))}")
+        rest = original({k: v for k, v in max_memory.items() if not isinstance(k, int)})
+        limit = module.convert_file_size_to_int
+        return {**{i: limit(max_memory[i]) if isinstance(max_memory[i], str) else max_memory[i] for i in ids},
+                **rest}
+
+    get_max_memory._torch_tpu = True
+    get_max_memory.__doc__ = original.__doc__
+    module.get_max_memory = get_max_memory
+    # Modules that bound the function by name before this ran (torch_tpu imported after them).
+    for name, attr in (("accelerate.utils", "get_max_memory"),
+                       ("transformers.integrations.accelerate", "accelerate_max_memory")):
+        other = sys.modules.get(name)
+        if other is not None and getattr(other, attr, None) is original:
+            setattr(other, attr, get_max_memory)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs a patch on a module right after its first import has executed it."""
+
+    def __init__(self, patches: dict):
+        self._patches = patches
+
+    def find_spec(self, fullname, path, target=None):
+        patch = self._patches.get(fullname)
+        if patch is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _PatchingLoader(spec.loader, lambda m: (self._patches.pop(fullname, None), _apply(patch, m)))
+        return spec
+
+
+def _apply(patch, module) -> None:
+    # A library whose internals changed must still import: the registration is then skipped, said once.
+    try:
+        patch(module)
+    except Exception as e:  # pragma: no cover - depends on the library's version
+        import warnings
+
+        warnings.warn(f"torch_tpu: could not register its {module.__name__} integration ({e!r}); "
+                      "that library will not see the tpu device")
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    def __init__(self, inner, after):
+        self._inner, self._after = inner, after
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module):
+        self._inner.exec_module(module)
+        self._after(module)
+
+    def __getattr__(self, name):  # get_source, get_resource_reader, ... of the real loader
+        return getattr(self._inner, name)
+
+
+# ---- safetensors -------------------------------------------------------------------------------
+# safetensors checks a device string against its own list (cpu, cuda, mps, npu, xpu, ...) and has
+# no way to add one, so load_file(path, device="tpu") failed with "device tpu is invalid". Its
+# load_file (and load_model, which calls it) now reads a file meant for a tpu device on the CPU
+# (memory-mapped, as for any device) and moves the tensors. safe_open(..., device="tpu") still
+# refuses the name: open it on "cpu" and move the tensors with .to("tpu").
+def _is_tpu_device(device) -> bool:
+    if isinstance(device, str):
+        return device.split(":")[0] == "tpu"
+    return isinstance(device, torch.device) and device.type == "tpu"
+
+
+def _patch_safetensors_torch(module) -> None:
+    original = module.load_file
+    if getattr(original, "_torch_tpu", False):
+        return
+
+    @functools.wraps(original)
+    def load_file(filename, device="cpu", **kwargs):
+        if not _is_tpu_device(device):
+            return original(filename, device, **kwargs)
+        target = torch.device(device)
+        return {name: t.to(target) for name, t in original(filename, "cpu", **kwargs).items()}
+
+    load_file._torch_tpu = True
+    module.load_file = load_file
+
+
+def register_import_patches() -> None:
+    """The accelerate and safetensors registrations above, now or when those modules are imported."""
+    patches = {"accelerate.state": _patch_accelerate_state, "accelerate.utils.modeling": _patch_accelerate_modeling,
+               "safetensors.torch": _patch_safetensors_torch}
+    for name in list(patches):
+        if name in sys.modules:
+            _apply(patches.pop(name), sys.modules[name])
+    if patches:
+        sys.meta_path.insert(0, _AfterImport(patches))
+
+
+# ---- nn.DataParallel -----------------------------------------------------------------------------
+# DataParallel runs only on CUDA (its scatter, replicate and gather are CUDA kernels), but it takes
+# torch._utils._get_available_device_type(), which is "tpu" once torch_tpu is registered, and then
+# failed deep inside with "module 'torch._C' has no attribute '_scatter'". It has no extension
+# point: its constructor (and the functional data_parallel) get a check that says what to use.
+DATA_PARALLEL_MESSAGE = (
+    "nn.DataParallel supports only CUDA devices (its scatter, replicate and gather are CUDA kernels). On the tpu "
+    "device use torch.nn.parallel.DistributedDataParallel with torch.distributed.init_process_group(backend='tpu'), "
+    "one process per device (torchrun --nproc-per-node=N), or, on a single device, call the model directly after "
+    "model.to('tpu').")
+
+
+def _tpu_is_the_parallel_device() -> bool:
+    return torch._utils._get_available_device_type() == "tpu"
+
+
+def register_data_parallel_check(parallel) -> None:
+    """`parallel` is torch.nn.parallel (whose `data_parallel` attribute is the function)."""
+    dp = sys.modules["torch.nn.parallel.data_parallel"]
+    cls = dp.DataParallel
+    if getattr(cls.__init__, "_torch_tpu", False):
+        return
+    original_init, original_fn = cls.__init__, dp.data_parallel
+
+    @functools.wraps(original_init)
+    def __init__(self, *args, **kwargs):
+        if _tpu_is_the_parallel_device():
+            raise RuntimeError(DATA_PARALLEL_MESSAGE)
+        original_init(self, *args, **kwargs)
+
+    @functools.wraps(original_fn)
+    def data_parallel(*args, **kwargs):
+        if _tpu_is_the_parallel_device():
+            raise RuntimeError(DATA_PARALLEL_MESSAGE)
+        return original_fn(*args, **kwargs)
+
+    __init__._torch_tpu = True
+    cls.__init__ = __init__
+    dp.data_parallel = data_parallel
+    parallel.data_parallel = data_parallel

@@ -15,6 +15,7 @@
 #include "base/thread_pool.h"
 #include "compiler/compiler.h"
 #include "compiler/program_log.h"
+#include "runtime/host/cpu_info.h"
 #include "torch/deferred/window.h"
 #include "torch/generator.h"
 #include "torch/lower/context.h"
@@ -172,4 +173,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("clear_compile_cache", [] { CompileCache::Get().Clear(); });
   m.def("_set_program_log", [](bool on) { SetProgramLog(on); });
   m.def("_take_program_log", [] { return TakeProgramLog(); });
+  m.def("_host_cpu_info", [] {
+    host::HostCpuInfo info = host::GetHostCpuInfo();
+    py::dict d;
+    d["simd_target"] = info.simd_target;
+    d["onednn_version"] = info.onednn_version;
+    d["onednn_isa"] = info.onednn_isa;
+    return d;
+  });
 }

@@ -41,7 +41,7 @@ def rand(*shape, seed=0):
 @pytest.mark.parametrize("name,fn,counted", [
     ("det", lambda a: torch.linalg.det(a), "aten::_linalg_det.result"),
     ("renorm", lambda a: torch.renorm(a, 2, 1, 1.0), "aten::renorm.out"),
-    ("aminmax", lambda a: torch.aminmax(a, dim=1), "aten::aminmax.out"),
+    ("frexp", lambda a: torch.frexp(a), "aten::frexp.Tensor_out"),
     ("slogdet", lambda a: torch.linalg.slogdet(a), "aten::_linalg_slogdet.sign"),
     ("trace", lambda a: torch.trace(a), "aten::trace"),
     ("logcumsumexp", lambda a: torch.logcumsumexp(a, 0), "aten::_logcumsumexp"),
@@ -61,7 +61,7 @@ def test_fallback_noncontiguous_and_dtypes(mode, fallback_policy):
     x = rand(5, 6)
     check_same(lambda a: torch.renorm(a.t()[1:], 2, 0, 1.0), x)
     check_same(lambda a: torch.renorm(a[:, ::2], 2, 1, 1.0), x.bfloat16())
-    check_same(lambda a: torch.aminmax(a, dim=0), torch.tensor([3, -1, 7, 0, 7, 2]))
+    check_same(lambda a: torch.cummin(a, 0), torch.tensor([3, -1, 7, 0, 7, 2]))
     check_same(lambda a: torch.cummax(a, 0), torch.tensor([True, False, True]))
 
 
@@ -86,7 +86,7 @@ def test_warns_once_per_op():
         import warnings, torch, torch_tpu
         x = torch.ones(8, device="tpu")
         texts = []
-        for op in (torch.histc, torch.histc, torch.trace, torch.histc):
+        for op in (torch.frexp, torch.frexp, torch.trace, torch.frexp):
             with warnings.catch_warnings(record=True) as w:
                 warnings.simplefilter("always")
                 op(x.view(2, 4) if op is torch.trace else x)
@@ -100,18 +100,19 @@ def test_warns_once_per_op():
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[:4] == ["['aten::histc']", "['aten::histc']", "['aten::histc', 'aten::trace']",
-                         "['aten::histc', 'aten::trace']"]
-    assert lines[4] == "{'aten::histc': 3, 'aten::trace': 1}"  # counted every time, warned once
-    assert lines[5].startswith("aten::histc has no native tpu lowering: it runs on the CPU")
-    assert "fallback/aten::histc" in lines[5] and "TORCH_TPU_FALLBACK=error" in lines[5]
+    assert lines[:4] == ["['aten::frexp.Tensor_out']", "['aten::frexp.Tensor_out']",
+                         "['aten::frexp.Tensor_out', 'aten::trace']", "['aten::frexp.Tensor_out', 'aten::trace']"]
+    assert lines[4] == "{'aten::frexp.Tensor_out': 3, 'aten::trace': 1}"  # counted every time, warned once
+    assert lines[5].startswith("aten::frexp.Tensor_out has no native tpu lowering: it runs on the CPU")
+    assert "fallback/aten::frexp.Tensor_out" in lines[5] and "TORCH_TPU_FALLBACK=error" in lines[5]
 
 
 def test_silent_policy_does_not_warn(fallback_policy):
     fallback_policy("silent")
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        torch.bucketize(torch.tensor([0.5, 2.5], device="tpu"), torch.tensor([0.0, 1.0, 2.0], device="tpu"))
+        torch.frexp(torch.tensor([0.5, 2.5], device="tpu"))
+    assert fallback_counts().get("aten::frexp.Tensor_out")
     assert not [m for m in w if "no native tpu lowering" in str(m.message)]
 
 
@@ -157,11 +158,11 @@ def test_out_through_fallback(mode, fallback_policy):
     ref.t()[:, 1:].copy_(torch.renorm(x[:, :4], 2, 0, 1.0))
     assert torch.equal(big.cpu(), ref)
     # several outputs
-    lo = torch.empty(0, device="tpu")
-    hi = torch.empty(0, device="tpu")
-    torch.aminmax(d, dim=1, out=(lo, hi))
-    elo, ehi = torch.aminmax(x, dim=1)
-    assert torch.equal(lo.cpu(), elo) and torch.equal(hi.cpu(), ehi)
+    mantissa = torch.empty(0, device="tpu")
+    exponent = torch.empty(0, dtype=torch.int32, device="tpu")
+    torch.frexp(d, out=(mantissa, exponent))
+    em, ee = torch.frexp(x)
+    assert torch.equal(mantissa.cpu(), em) and torch.equal(exponent.cpu(), ee)
 
 
 def test_out_dtype_mismatch_through_fallback(fallback_policy):
@@ -181,22 +182,28 @@ def test_out_dtype_mismatch_through_fallback(fallback_policy):
                          out=torch.empty(3, 3, dtype=torch.long, device="tpu"))
 
 
-def test_tensor_list_mutation_amp_unscale(fallback_policy):
-    # _amp_foreach_non_finite_check_and_unscale_ mutates a tensor list and found_inf; it has no
-    # tpu kernel, so the fallback must write every list element back.
+def test_tensor_list_mutation_through_fallback(fallback_policy):
+    # _fused_adagrad_ mutates four tensor lists (parameters, gradients, sums, steps) and has no
+    # tpu kernel, so the fallback must write every element of every list back.
     fallback_policy("silent")
-    grads = [rand(3), rand(2, 2, seed=1).t(), torch.tensor([1.0, float("inf")])]
-    dev = [g.to("tpu") for g in grads]
-    dev[1] = grads[1].t().to("tpu").t()  # keep the non-contiguous layout on the device
-    found, found_d = torch.zeros(1), torch.zeros(1, device="tpu")
-    inv, inv_d = torch.tensor([0.25]), torch.tensor([0.25], device="tpu")
-    torch._amp_foreach_non_finite_check_and_unscale_(grads, found, inv)
+
+    def lists(device):
+        params = [rand(3).to(device), rand(2, 2, seed=1).to(device)]
+        grads = [rand(3, seed=2).to(device), rand(2, 2, seed=3).to(device)]
+        sums = [torch.zeros(3, device=device), torch.full((2, 2), 0.5, device=device)]
+        steps = [torch.tensor(1.0, device=device), torch.tensor(4.0, device=device)]
+        return params, grads, sums, steps
+
+    kw = dict(lr=0.1, lr_decay=0.01, weight_decay=0.1, eps=1e-10, maximize=False,
+              grad_scale=None, found_inf=None)
+    cpu, dev = lists("cpu"), lists("tpu")
+    torch._fused_adagrad_(*cpu, **kw)
     torch_tpu.metrics.reset()
-    torch._amp_foreach_non_finite_check_and_unscale_(dev, found_d, inv_d)
-    for g, d in zip(grads, dev):
-        assert torch.equal(d.cpu(), g)
-    assert found_d.item() == found.item() == 1.0
-    assert "aten::_amp_foreach_non_finite_check_and_unscale_" in fallback_counts()
+    torch._fused_adagrad_(*dev, **kw)
+    for lc, ld in zip(cpu, dev):
+        for c, d in zip(lc, ld):
+            assert torch.equal(d.cpu(), c)
+    assert "aten::_fused_adagrad_" in fallback_counts()
 
 
 def test_foreach_ops_mutate_lists(mode, fallback_policy):

@@ -83,3 +83,22 @@ def test_greedy_generate_matches_cpu(kind, no_fallback):
     actual = dev.generate(prompt.to("tpu"), attention_mask=mask.to("tpu"), **kw)
     assert actual.device.type == "tpu"
     assert torch.equal(actual.cpu(), expected)
+
+
+def test_sampling_generate_on_device(no_fallback):
+    """generate(do_sample=True, top_k, top_p): multinomial and the top-k/top-p filters run natively.
+    Draws cannot match CPU's random stream; top_k=1 leaves one candidate per step, so sampling
+    must then reproduce CPU's greedy output, and a seed must reproduce a run."""
+    cpu, dev = make_pair("llama")
+    prompt = tokens(2, 5, seed=11)
+    greedy = cpu.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=0)
+    one_candidate = dev.generate(prompt.to("tpu"), max_new_tokens=8, do_sample=True, top_k=1, pad_token_id=0)
+    assert torch.equal(one_candidate.cpu(), greedy)
+    kw = dict(max_new_tokens=8, do_sample=True, top_k=10, top_p=0.9, temperature=0.8, pad_token_id=0)
+    torch.manual_seed(3)
+    first = dev.generate(prompt.to("tpu"), **kw).cpu()
+    torch.manual_seed(3)
+    again = dev.generate(prompt.to("tpu"), **kw).cpu()
+    assert torch.equal(first, again)
+    assert first.shape[0] == 2 and torch.equal(first[:, :5], prompt)
+    assert int(first.min()) >= 0 and int(first.max()) < VOCAB

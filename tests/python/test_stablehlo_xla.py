@@ -536,6 +536,79 @@ def test_foreach_norm(xla):
     check_xla(xla, "aten::_foreach_norm", torch._foreach_norm, (a,), a)
 
 
+def test_fused_adamw_and_sgd(xla):
+    # One program for the whole step; results per tensor: unscaled grad, param, exp_avg,
+    # exp_avg_sq, max_exp_avg_sq. Parameters: grad_scale, found_inf, lr, beta1, beta2, 1 - beta1,
+    # 1 - beta2, weight_decay, eps, each step, then per tensor param, grad, exp_avg, exp_avg_sq,
+    # max_exp_avg_sq.
+    p, g, m = _lists(2, 0), _lists(2, 10), _lists(2, 20)
+    v, vmax = [t.abs() for t in _lists(2, 30)], [t.abs() for t in _lists(2, 40)]
+    steps = [torch.tensor(3.0), torch.tensor(5.0)]
+    scale, found = torch.tensor([4.0]), torch.tensor([0.0])
+    kw = dict(lr=0.01, beta1=0.9, beta2=0.99, weight_decay=0.1, eps=1e-8, amsgrad=True, maximize=False)
+
+    def adamw(p, g, m, v, vmax, steps, scale, found):
+        torch._fused_adamw_(p, g, m, v, vmax, steps, grad_scale=scale, found_inf=found, **kw)
+        return [t for i in range(len(p)) for t in (g[i], p[i], m[i], v[i], vmax[i])]
+
+    params = [scale, found, 0.01, 0.9, 0.99, 0.1, 0.01, 0.1, 1e-8] + steps
+    params += [t for i in range(2) for t in (p[i], g[i], m[i], v[i], vmax[i])]
+    check_xla(xla, "aten::_fused_adamw_", adamw, (p, g, m, v, vmax, steps, scale, found), params)
+
+    def sgd(p, g, m):
+        torch._fused_sgd_(p, g, m, weight_decay=0.1, momentum=0.9, lr=0.05, dampening=0.0, nesterov=True,
+                          maximize=False, is_first_step=False)
+        return [t for i in range(len(p)) for t in (m[i], p[i])]
+
+    params = [0.05, 0.1, 0.9, 1.0] + [t for i in range(2) for t in (p[i], g[i], m[i])]
+    check_xla(xla, "aten::_fused_sgd_", sgd, (p, g, m), params)
+
+
+def test_amp_unscale_and_update_scale(xla):
+    g = _lists(2, 0)
+    g[1][1] = float("inf")
+    found, inv = torch.tensor([0.0]), torch.tensor([0.5])
+
+    def unscale(g, found, inv):
+        torch._amp_foreach_non_finite_check_and_unscale_(g, found, inv)
+        return g + [found]
+
+    check_xla(xla, "aten::_amp_foreach_non_finite_check_and_unscale_", unscale, (g, found, inv), [inv, found] + g)
+    scale, tracker = torch.tensor([1024.0]), torch.tensor([1], dtype=torch.int32)
+
+    def update(scale, tracker, found):
+        torch._amp_update_scale_(scale, tracker, found, 2.0, 0.5, 2)
+        return scale, tracker
+
+    for f in (0.0, 1.0):
+        check_xla(xla, "aten::_amp_update_scale_", update, (scale, tracker, torch.tensor([f])),
+                  [scale, tracker, torch.tensor([f]), 2.0, 0.5, 2])
+
+
+def test_searchsorted_histc_cdist(xla):
+    # searchsorted parameters: values, boundaries (then sorter); the search is unrolled rounds.
+    bd = torch.tensor([-1.0, 0.0, 0.0, 2.0, 5.0])
+    v = torch.tensor([[-3.0, 0.0, 1.0], [2.0, 7.0, float("nan")]])
+    check_xla(xla, "aten::searchsorted", lambda b, x: torch.searchsorted(b, x, right=True), (bd, v), [v, bd])
+    x = randn(50)
+    check_xla(xla, "aten::histc", lambda t: torch.histc(t, bins=6, min=-1.0, max=1.5), (x,), [x, -1.0, 1.5, 6.0])
+    a, b = randn(4, 3), randn(5, 3, seed=1)
+    check_xla(xla, "aten::_cdist_forward", lambda u, w: torch.cdist(u, w, p=3.0), (a, b), [a, b, 3.0])
+
+
+def test_multinomial_program(xla):
+    p = torch.tensor([[0.1, 0.0, 0.9], [0.5, 0.5, 0.0]])
+    state = torch.tensor([1234, 7], dtype=torch.uint64)
+    _, text = logged_program("aten::multinomial", lambda t: torch.multinomial(t, 1), p.to("tpu"))
+    draws, error = run_on_xla(xla, text, [p, state])
+    assert error.item() == 0 and draws.shape == (2, 1)
+    assert draws[0, 0].item() in (0, 2) and draws[1, 0].item() in (0, 1)
+    _, text = logged_program("aten::multinomial", lambda t: torch.multinomial(t, 6, replacement=True), p.to("tpu"))
+    draws, error = run_on_xla(xla, text, [p, state])
+    assert error.item() == -1 and draws.shape == (2, 6)
+    assert set(draws[0].tolist()) <= {0, 2} and set(draws[1].tolist()) <= {0, 1}
+
+
 # ---- random ops: XLA must parse, compile and run them (bits are not expected to match) -------
 
 def _random_program(op, fn, *args):

@@ -9,6 +9,7 @@
 #include "base/options.h"
 #include "compiler/compiler.h"
 #include "torch/deferred/window.h"
+#include "torch/device_errors.h"
 #include "torch/python_location.h"
 #include "torch/tensor_utils.h"
 
@@ -73,14 +74,11 @@ int Lowering::AddParam(const TensorType& type, Binding binding) {
 int Lowering::Input(const at::Tensor& t) {
   TORCH_CHECK(t.defined(), op_, ": expected a tensor argument but got an undefined tensor");
   if (IsCpuScalar(t)) return Scalar(t.item(), t.scalar_type());
-  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, op_,
-              ": expected all tensors to be on the same device, but found at least two devices, ",
-              device_ >= 0 ? "tpu:" + std::to_string(device_) : std::string("tpu"), " and ", t.device(),
-              "! (move the tensor with .to('tpu'))");
+  if (t.device().type() != c10::DeviceType::PrivateUse1)
+    ThrowWrongDevice(op_, t, device_ >= 0 ? "tpu:" + std::to_string(device_) : "the tpu device", "an input");
   int dev = t.device().index() < 0 ? 0 : t.device().index();
   if (device_ < 0) device_ = dev;
-  TORCH_CHECK(device_ == dev, op_, ": expected all tensors to be on the same device, but found at least two devices, tpu:",
-              device_, " and tpu:", dev, "!");
+  if (device_ != dev) ThrowWrongDevice(op_, t, "tpu:" + std::to_string(device_), "an input");
   Binding binding = BindingOf(t);
   TensorType type = binding.type();
   return AddParam(type, std::move(binding));
@@ -119,8 +117,7 @@ void Lowering::OutputBorrowed(int value, const at::Tensor& out) { AddOutput(valu
 
 void Lowering::AddOutput(int value, c10::MaybeOwned<at::Tensor> owned_or_borrowed) {
   const at::Tensor& out = *owned_or_borrowed;
-  TORCH_CHECK(out.device().type() == c10::DeviceType::PrivateUse1, op_,
-              ": expected the output tensor on the tpu device, got ", out.device());
+  if (out.device().type() != c10::DeviceType::PrivateUse1) ThrowWrongDevice(op_, out, "the tpu device", "the output");
   int dev = out.device().index() < 0 ? 0 : out.device().index();
   if (device_ < 0) device_ = dev;
   TORCH_CHECK(device_ == dev, op_, ": output is on tpu:", dev, " but inputs are on tpu:", device_);
@@ -191,19 +188,22 @@ at::Tensor EmptyLike(at::IntArrayRef sizes, at::ScalarType dtype, const at::Tens
 }
 
 void ResizeOut(const at::Tensor& out, at::IntArrayRef sizes) {
-  TORCH_CHECK(out.device().type() == c10::DeviceType::PrivateUse1,
-              "expected the out= tensor on the tpu device, got ", out.device());
+  // An out= tensor on another device, or a result allocated like an input that is on the CPU.
+  if (out.device().type() != c10::DeviceType::PrivateUse1) ThrowWrongDevice("", out, "the tpu device", "the result");
   if (out.sizes() != sizes) at::native::resize_output(const_cast<at::Tensor&>(out), sizes);
 }
 
 void CheckSameDevice(const char* op, std::initializer_list<const at::Tensor*> tensors) {
-  c10::optional<c10::Device> dev;
+  const at::Tensor* anchor = nullptr;  // the first tensor on a tpu (else the first one)
   for (const at::Tensor* t : tensors) {
     if (!t->defined() || IsCpuScalar(*t)) continue;
-    if (!dev) dev = t->device();
-    TORCH_CHECK(t->device() == *dev, op, ": expected all tensors to be on the same device, but found at least two devices, ",
-                *dev, " and ", t->device(), "!");
+    bool on_tpu = t->device().type() == c10::DeviceType::PrivateUse1;
+    if (!anchor || (on_tpu && anchor->device().type() != c10::DeviceType::PrivateUse1)) anchor = t;
   }
+  if (!anchor) return;
+  for (const at::Tensor* t : tensors)
+    if (t->defined() && !IsCpuScalar(*t) && t->device() != anchor->device())
+      ThrowWrongDevice(op, *t, anchor->device().str(), "an input");
 }
 
 int TensorOrScalar(Lowering& l, const at::Tensor& t, at::ScalarType dtype) {

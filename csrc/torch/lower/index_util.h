@@ -56,6 +56,8 @@ struct SliceScatter {
 
 // Inclusive prefix sum of x along dim (scan.cc): positions of the set elements of a mask.
 int PrefixSum(Builder& b, int x, int64_t dim);
+// Inclusive running maximum of a floating-point x along dim (scan.cc).
+int PrefixMax(Builder& b, int x, int64_t dim);
 
 // Rank-0 tensors index like rank-1 tensors of one element.
 inline Dims Dims1(const at::Tensor& t) { return t.dim() == 0 ? Dims{1} : ToDims(t.sizes()); }

@@ -52,6 +52,7 @@ at::Tensor& IndexSelectInto(const at::Tensor& self, int64_t dim, const at::Tenso
 }
 
 at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  CheckSameDevice("index_select", {&self, &index});  // before the result takes self's device
   at::Tensor out = at::empty({0}, self.options());
   return IndexSelectInto(self, dim, index, out);
 }

@@ -15,7 +15,7 @@
 #include <mutex>
 
 #include "torch/generator.h"
-#include "torch/lower/elementwise_util.h"
+#include "torch/lower/random_util.h"
 
 namespace tpu::torch_bridge {
 namespace {
@@ -28,7 +28,9 @@ using at::native::templates::random_from_to_impl;
 using at::native::templates::random_impl;
 using at::native::templates::uniform_impl_;
 
-// ---- building blocks -------------------------------------------------------------------------
+}  // namespace
+
+// ---- building blocks (random_util.h) ---------------------------------------------------------
 // `words` ui32 Philox words [words] from the generator (the device default or `gen`).
 int RandomWords(Lowering& l, const std::optional<at::Generator>& gen, const at::Tensor& like, int64_t words) {
   TpuGenerator* g = GetGenerator(gen, like.device().index());
@@ -47,6 +49,8 @@ int LowBits(Builder& b, int words, int bits, DType dtype) {
   return b.Convert(m, dtype);
 }
 
+namespace {
+
 Dims Range(int64_t n) {
   Dims d(n);
   for (int64_t i = 0; i < n; ++i) d[i] = i;
@@ -56,6 +60,8 @@ Dims Range(int64_t n) {
 int Slice1(Builder& b, int v, int64_t lo, int64_t hi) { return b.Slice(v, {lo}, {hi}, {1}); }
 
 int Mul(Builder& b, int x, double c) { return b.Binary(OpCode::kMultiply, x, b.ScalarLike(c, x)); }
+
+}  // namespace
 
 // n uniform values in [0, 1) from the low `digits` bits of the words, as PyTorch's uniform_real
 // does (the same distribution as the high bits; the IR has no shift op): f64
@@ -71,6 +77,8 @@ int Uniform01(Lowering& l, const std::optional<at::Generator>& gen, const at::Te
   int lo = LowBits(b, Slice1(b, w, n, 2 * n), 27, DType::kF64);
   return Mul(b, b.Binary(OpCode::kAdd, Mul(b, hi, std::ldexp(1.0, 27)), lo), std::ldexp(1.0, -53));
 }
+
+namespace {
 
 int Digits(at::ScalarType t) {
   switch (t) {

@@ -1,10 +1,11 @@
-// Reductions: sum, mean, prod, amax/amin, max/min (full and with indices), argmax/argmin,
+// Reductions: sum, mean, prod, amax/amin/aminmax, max/min (full and with indices), argmax/argmin,
 // any/all and count_nonzero: ATen -> IR Reduce / ArgReduce. Structured ops run ATen's own meta
 // function first, so argument checks, result dtypes and shapes are PyTorch's; the statistics
 // (var/std, logsumexp, norms) are in reduce_stats.cc.
 #include <ATen/ops/all_meta.h>
 #include <ATen/ops/amax_meta.h>
 #include <ATen/ops/amin_meta.h>
+#include <ATen/ops/aminmax_meta.h>
 #include <ATen/ops/any_meta.h>
 #include <ATen/ops/argmax_meta.h>
 #include <ATen/ops/argmin_meta.h>
@@ -152,6 +153,31 @@ at::Tensor prod(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
   }
 TPU_AMAX(amax, ReduceKind::kMax)
 TPU_AMAX(amin, ReduceKind::kMin)
+
+// aminmax: both extrema in one program (dim=None reduces everything).
+void LowerAminmax(const at::Tensor& self, std::optional<int64_t> dim, const at::Tensor& min, const at::Tensor& max) {
+  CheckOrderedDType("aminmax", self);
+  if (min.numel() == 0) return;
+  Dims axes = dim.has_value() ? ReduceAxes(self, at::IntArrayRef(*dim)) : ReduceAxes(self, std::nullopt);
+  Lowering l("aten::aminmax");
+  int x = l.Input(self);
+  OutputReduced(l, ReduceAlong(l, x, axes, ReduceKind::kMin), min);
+  OutputReduced(l, ReduceAlong(l, x, axes, ReduceKind::kMax), max);
+  l.Run();
+}
+std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                                                 at::Tensor& min, at::Tensor& max) {
+  StructuredOutputs<at::meta::structured_aminmax, 2> s({&min, &max});
+  s.meta(self, dim, keepdim);
+  LowerAminmax(self, dim, min, max);
+  return {min, max};
+}
+std::tuple<at::Tensor, at::Tensor> aminmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  StructuredOutputs<at::meta::structured_aminmax, 2> s;
+  s.meta(self, dim, keepdim);
+  LowerAminmax(self, dim, s.out(0), s.out(1));
+  return {s.out(0), s.out(1)};
+}
 
 void CheckNonEmptyFull(const char* name, const at::Tensor& self) {
   TORCH_CHECK(self.numel() > 0, name, "(): Expected reduction dim to be specified for input.numel() == 0. "
@@ -322,6 +348,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("amax.out", amax_out);
   m.impl("amin", amin);
   m.impl("amin.out", amin_out);
+  m.impl("aminmax", aminmax);
+  m.impl("aminmax.out", aminmax_out);
   m.impl("max", max);
   m.impl("max.unary_out", max_unary_out);
   m.impl("min", min);

@@ -14,6 +14,8 @@
 #include <ATen/ops/isin_meta.h>
 #include <torch/library.h>
 
+#include <limits>
+
 #include "torch/lower/elementwise_util.h"
 #include "torch/lower/index_util.h"
 #include "torch/lower/structured.h"
@@ -61,6 +63,9 @@ void CumsumInto(const at::Tensor& self, int64_t dim, const at::Tensor& out) {
 }  // namespace
 
 int PrefixSum(Builder& b, int x, int64_t dim) { return PrefixScan(b, x, dim, OpCode::kAdd, 0); }
+int PrefixMax(Builder& b, int x, int64_t dim) {
+  return PrefixScan(b, x, dim, OpCode::kMaximum, -std::numeric_limits<double>::infinity());
+}
 
 namespace {
 
