@@ -6,14 +6,16 @@
   the op and the source line that issued it.
 * ``debug``: each op runs synchronously and raises at the line that caused it; with
   ``TORCH_TPU_CHECK_NAN=1`` (or ``set_check_nan(True)``) the first op producing NaN/Inf raises.
+* ``fused``: accepted; runs as ``strict`` until the deferred (fused) engine is wired to it.
 """
 from __future__ import annotations
 
 import contextlib
 
 from . import _C
+from . import config
 
-_MODES = ("strict", "debug")
+_MODES = config.choices("eager_mode")  # the option registry's list (csrc/base/options.def)
 
 
 def set_eager_mode(mode: str) -> None:

@@ -4,11 +4,8 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/Generator.h>
 
-#include <algorithm>
 #include <cctype>
-#include <map>
 #include <string>
-#include <vector>
 
 #include "base/metrics.h"
 #include "base/options.h"
@@ -29,37 +26,17 @@ void CheckStatus(const Status& s) {
   if (!s.ok()) throw py::value_error(s.message());
 }
 
-std::string Lowered(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// What the registry's types cannot say: the values a string option accepts, and the options the
-// backend reads once when it creates the devices (changing them later would silently do nothing).
-void ValidateOption(const std::string& name, const std::string& value) {
-  static const std::map<std::string, std::vector<std::string>> kChoices = {
-      {"eager_mode", {"strict", "debug"}},
-      {"fallback", {"warn", "silent", "error"}},
-      {"chip", {"v5e", "v5p", "v6e", "v7"}},
-  };
-  auto it = kChoices.find(name);
-  if (it != kChoices.end()) {
-    const auto& choices = it->second;
-    if (std::find(choices.begin(), choices.end(), Lowered(value)) == choices.end()) {
-      std::string list;
-      for (const auto& c : choices) list += (list.empty() ? "'" : ", '") + c + "'";
-      throw py::value_error("option '" + name + "' expects one of " + list + ", got '" + value + "'");
-    }
-  }
-  if (name == "chip" || name == "num_devices" || name == "memory_capacity") {
-    auto current = Options::Get().GetString(name);
-    CheckStatus(current.status());
-    if (current.value() == Lowered(value)) return;
-    std::string env = "TORCH_TPU_" + name;
-    for (auto& c : env) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    throw py::value_error("option '" + name + "' is read once, when the devices are created; set " + env +
-                          " in the environment before importing torch_tpu");
-  }
+// What the registry cannot say: the options the backend reads once when it creates the devices
+// (changing them later would silently do nothing). Values are checked by the registry itself.
+void RefuseReadOnceOption(const std::string& name, const std::string& canonical_value) {
+  if (name != "chip" && name != "num_devices" && name != "memory_capacity") return;
+  auto current = Options::Get().GetString(name);
+  CheckStatus(current.status());
+  if (current.value() == canonical_value) return;
+  std::string env = "TORCH_TPU_" + name;
+  for (auto& c : env) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  throw py::value_error("option '" + name + "' is read once, when the devices are created; set " + env +
+                        " in the environment before importing torch_tpu");
 }
 
 py::dict Properties(int index) {
@@ -125,10 +102,16 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("counters", [] { return CounterSnapshot(); });
   m.def("reset_counters", [] { ResetCounters(); });
+  // Raises (ValueError) what was wrong with the TORCH_TPU_* environment when the registry read it.
+  m.def("_check_environment", [] { CheckStatus(Options::Get().environment_status()); });
   m.def("set_option", [](const std::string& name, const std::string& value) {
-    ValidateOption(name, value);
+    // The value first: a bad value is reported as such even for a read-once option.
+    auto canonical = Options::Get().Canonical(name, value);
+    CheckStatus(canonical.status());
+    RefuseReadOnceOption(name, canonical.value());
     CheckStatus(Options::Get().Set(name, value));
     if (name == "num_threads" && Flags().num_threads > 0) ThreadPool::Get().Resize(static_cast<int>(Flags().num_threads));
+    // 'fused' runs as strict until the deferred engine is wired to the option (the lead's work).
     if (name == "eager_mode") SetEagerMode(Flags().eager_mode == "debug" ? EagerMode::kDebug : EagerMode::kStrict);
   });
   m.def("get_option", [](const std::string& name) {
@@ -145,6 +128,9 @@ PYBIND11_MODULE(_C, m) {
       d["default"] = info.default_value;
       d["value"] = Options::Get().GetString(info.name).value();
       d["help"] = info.help;
+      d["accepted"] = info.Accepted();
+      if (info.type == OptionType::kInt) d["range"] = py::make_tuple(info.min, info.max);
+      if (info.type == OptionType::kString) d["choices"] = info.choices;
       out.append(d);
     }
     return out;

@@ -276,7 +276,9 @@ def test_config_get_set_describe():
     ("num_threads", "many", "expects an integer"),
     ("check_nan", "maybe", "expects a boolean"),
     ("fallback", "sometimes", "expects one of 'warn', 'silent', 'error'"),
-    ("eager_mode", "fused", "expects one of 'strict', 'debug'"),
+    ("eager_mode", "fast", "expects one of 'strict', 'debug', 'fused'"),
+    ("num_threads", 100000, r"expects an integer in \[0, 1024\]"),
+    ("cache_size", 0, r"expects an integer in \[1, "),
     ("chip", "v9", "expects one of"),
     ("num_devices", 3, "TORCH_TPU_NUM_DEVICES"),  # read once at startup: refuse, don't ignore
 ])
@@ -296,7 +298,7 @@ def test_eager_mode_switch():
         assert torch_tpu.get_eager_mode() == "debug"
     assert torch_tpu.get_eager_mode() == "strict"
     with pytest.raises(ValueError, match="unknown eager mode"):
-        torch_tpu.set_eager_mode("fused")
+        torch_tpu.set_eager_mode("fast")
 
 
 # ---- environment options in a fresh process -----------------------------------------------------
