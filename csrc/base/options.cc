@@ -111,13 +111,24 @@ std::string OptionInfo::Accepted() const {
   return "";
 }
 
+bool OptionValues::operator==(const OptionValues& o) const {
+  return true
+#define TPU_OPTION(name, type, def, lo, hi, choices, help) &&name == o.name
+#include "base/options.def"
+#undef TPU_OPTION
+      ;
+}
+
 Options::Options() {
 #define TPU_OPTION(name, type, def, lo, hi, choices, help) \
   infos_.push_back(MakeInfo(#name, OptionType::k##type, DefaultText(def), lo, hi, choices, help));
 #include "base/options.def"
 #undef TPU_OPTION
-  for (const auto& info : infos_) (void)SetLocked(info, info.default_value);
-  environment_status_ = LoadFromEnvironment();
+  OptionValues defaults;
+  for (const auto& info : infos_) (void)Apply(info, info.default_value, &defaults);
+  std::lock_guard<std::mutex> lock(mu_);
+  PublishLocked(defaults);
+  environment_status_ = LoadFromEnvironmentLocked();
 }
 
 Options& Options::Get() {
@@ -125,18 +136,42 @@ Options& Options::Get() {
   return *options;
 }
 
+void Options::PublishLocked(const OptionValues& values) {
+  const OptionValues* current = current_.load(std::memory_order_relaxed);
+  if (current != nullptr && *current == values) return;
+  for (const auto& s : snapshots_) {
+    if (*s == values) {
+      current_.store(s.get(), std::memory_order_release);
+      return;
+    }
+  }
+  snapshots_.push_back(std::make_unique<const OptionValues>(values));
+  current_.store(snapshots_.back().get(), std::memory_order_release);
+}
+
+size_t Options::snapshot_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return snapshots_.size();
+}
+
 Status Options::LoadFromEnvironment() {
   std::lock_guard<std::mutex> lock(mu_);
+  return LoadFromEnvironmentLocked();
+}
+
+Status Options::LoadFromEnvironmentLocked() {
+  OptionValues next = values();
   std::string errors;
   for (const auto& info : infos_) {
     const char* env = std::getenv(info.env_var.c_str());
     if (env == nullptr || *env == '\0') continue;
-    Status s = SetLocked(info, env);
+    Status s = Apply(info, env, &next);
     if (!s.ok()) {
       errors += (errors.empty() ? "" : "; ") + info.env_var + "='" + env + "' is invalid: " +
                 s.message();
     }
   }
+  PublishLocked(next);
   if (errors.empty()) return Status::Ok();
   return InvalidArgument("torch_tpu: invalid environment: " + errors + " (fix or unset it)");
 }
@@ -151,7 +186,10 @@ Status Options::Set(const std::string& name, const std::string& value) {
   const OptionInfo* info = Find(name);
   if (info == nullptr) return InvalidArgument("unknown torch_tpu option '" + name + "'");
   std::lock_guard<std::mutex> lock(mu_);
-  return SetLocked(*info, value);
+  OptionValues next = values();
+  TPU_RETURN_IF_ERROR(Apply(*info, value, &next));
+  PublishLocked(next);
+  return Status::Ok();
 }
 
 StatusOr<std::string> Options::Canonical(const std::string& name, const std::string& value) const {
@@ -167,14 +205,14 @@ StatusOr<std::string> Options::Canonical(const std::string& name, const std::str
   return Internal("option '" + name + "' has an unknown type");
 }
 
-Status Options::SetLocked(const OptionInfo& info, const std::string& text) {
+Status Options::Apply(const OptionInfo& info, const std::string& text, OptionValues* values) {
   Parsed p;
   TPU_RETURN_IF_ERROR(Parse(info, text, &p));
 #define TPU_OPTION(opt, type, def, lo, hi, choices, help) \
   if (info.name == #opt) { TPU_OPTION_SET_##type(opt) return Status::Ok(); }
-#define TPU_OPTION_SET_Bool(name) values_.name = p.b;
-#define TPU_OPTION_SET_Int(name) values_.name = p.i;
-#define TPU_OPTION_SET_String(name) values_.name = p.s;
+#define TPU_OPTION_SET_Bool(name) values->name = p.b;
+#define TPU_OPTION_SET_Int(name) values->name = p.i;
+#define TPU_OPTION_SET_String(name) values->name = p.s;
 #include "base/options.def"
 #undef TPU_OPTION
 #undef TPU_OPTION_SET_Bool
@@ -184,12 +222,12 @@ Status Options::SetLocked(const OptionInfo& info, const std::string& text) {
 }
 
 StatusOr<std::string> Options::GetString(const std::string& name) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  const OptionValues& v = values();
 #define TPU_OPTION(name_, type, def, lo, hi, choices, help) \
   if (name == #name_) return TPU_OPTION_GET_##type(name_);
-#define TPU_OPTION_GET_Bool(n) std::string(values_.n ? "1" : "0")
-#define TPU_OPTION_GET_Int(n) std::to_string(values_.n)
-#define TPU_OPTION_GET_String(n) values_.n
+#define TPU_OPTION_GET_Bool(n) std::string(v.n ? "1" : "0")
+#define TPU_OPTION_GET_Int(n) std::to_string(v.n)
+#define TPU_OPTION_GET_String(n) v.n
 #include "base/options.def"
 #undef TPU_OPTION
 #undef TPU_OPTION_GET_Bool

@@ -3,7 +3,9 @@
 // declaration.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -27,6 +29,13 @@ struct OptionInfo {
 };
 
 // Typed fast accessors. Values are parsed on set, so reads on the hot path are plain loads.
+// Note [Option snapshots]: Flags() is read on every op while config.set may rewrite an option
+// from another thread. The values are never written in place: Set publishes a new immutable
+// OptionValues with one atomic pointer store, and a reader sees either the old or the new
+// snapshot, whole. Published snapshots are never freed (a reference from Flags() stays valid
+// forever) and are interned -- a configuration seen before reuses its snapshot -- so their
+// number is bounded by the distinct configurations a process sets (toggling a mode back and
+// forth keeps two), not by the number of Set calls.
 struct OptionValues {
 #define TPU_OPTION(name, type, def, lo, hi, choices, help) TPU_OPTION_FIELD_##type(name)
 #define TPU_OPTION_FIELD_Bool(name) bool name = false;
@@ -37,12 +46,14 @@ struct OptionValues {
 #undef TPU_OPTION_FIELD_Bool
 #undef TPU_OPTION_FIELD_Int
 #undef TPU_OPTION_FIELD_String
+  bool operator==(const OptionValues& o) const;
 };
 
 class Options {
  public:
   static Options& Get();
-  const OptionValues& values() const { return values_; }
+  // The current snapshot; valid forever, never changed (see Note [Option snapshots]).
+  const OptionValues& values() const { return *current_.load(std::memory_order_acquire); }
   const std::vector<OptionInfo>& infos() const { return infos_; }
   // Sets by name from text ("1", "true", "strict", "1024"); a value the option does not accept
   // is an InvalidArgument naming the option, the value and what it accepts, and changes nothing.
@@ -57,15 +68,21 @@ class Options {
   // The result of reading the environment when the registry was created (at first use): the
   // extension raises it when torch_tpu is imported instead of running with defaults.
   const Status& environment_status() const { return environment_status_; }
+  // How many distinct snapshots have been published (tests: interning keeps this small).
+  size_t snapshot_count() const;
 
  private:
   Options();
   const OptionInfo* Find(const std::string& name) const;
-  Status SetLocked(const OptionInfo& info, const std::string& value);
+  // Parses `value` into `values` (a private copy); changes nothing on error.
+  static Status Apply(const OptionInfo& info, const std::string& value, OptionValues* values);
+  Status LoadFromEnvironmentLocked();
+  void PublishLocked(const OptionValues& values);
   std::vector<OptionInfo> infos_;
-  OptionValues values_;
   Status environment_status_;
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;  // serializes writers; readers only load current_
+  std::vector<std::unique_ptr<const OptionValues>> snapshots_;  // every one published
+  std::atomic<const OptionValues*> current_{nullptr};
 };
 
 inline const OptionValues& Flags() { return Options::Get().values(); }

@@ -1,9 +1,12 @@
 #include "base/options.h"
 
+#include <atomic>
 #include <cctype>
 #include <cstdlib>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -217,5 +220,71 @@ TEST_F(OptionsTest, CanonicalChecksWithoutSetting) {
   EXPECT_NE(bad.status().message().find("an integer in [1, 64]"), std::string::npos);
   EXPECT_FALSE(o.Canonical("no_such_option", "1").ok());
 }
+}  // namespace
+}  // namespace tpu
+
+namespace tpu {
+namespace {
+
+// config.set on one thread while others read Flags() as every op does: a reader sees each
+// snapshot whole (string and int fields from one Set), and (under TSan, scripts/sanitize.sh)
+// nothing races.
+TEST_F(OptionsTest, SetRacesWithFlagsReads) {
+  Options& o = Options::Get();
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> reads{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        const OptionValues& f = Flags();
+        std::string fallback = f.fallback, chip = f.chip;
+        int64_t cache = f.cache_size;
+        EXPECT_TRUE(fallback == "warn" || fallback == "silent" || fallback == "error") << fallback;
+        EXPECT_TRUE(chip == "v5e" || chip == "v6e") << chip;
+        // Set together below: one snapshot holds a matching pair.
+        EXPECT_EQ(cache == 11, chip == "v5e") << cache << " " << chip;
+        reads.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  const char* fallbacks[] = {"warn", "silent", "error"};
+  for (int i = 0; i < 3000; ++i) {
+    ASSERT_TRUE(o.Set("fallback", fallbacks[i % 3]).ok());
+    // Two options changed as one snapshot (what LoadFromEnvironment publishes), via the
+    // environment path.
+    setenv("TORCH_TPU_CHIP", i % 2 ? "v5e" : "v6e", 1);
+    setenv("TORCH_TPU_CACHE_SIZE", i % 2 ? "11" : "22", 1);
+    ASSERT_TRUE(o.LoadFromEnvironment().ok());
+  }
+  unsetenv("TORCH_TPU_CHIP");
+  unsetenv("TORCH_TPU_CACHE_SIZE");
+  int64_t seen = reads.load();
+  while (reads.load() < seen + 100) std::this_thread::yield();
+  stop.store(true);
+  for (auto& t : readers) t.join();
+  // 3000 Sets, but only the distinct configurations are kept.
+  EXPECT_LT(o.snapshot_count(), 64u);
+  ASSERT_TRUE(o.Set("chip", "v6e").ok());
+  ASSERT_TRUE(o.Set("cache_size", "4096").ok());
+}
+
+TEST_F(OptionsTest, SnapshotsStayValidAndAreReused) {
+  Options& o = Options::Get();
+  const OptionValues* before = &Flags();
+  std::string fallback_before = before->fallback;
+  ASSERT_TRUE(o.Set("fallback", "error").ok());
+  EXPECT_EQ(before->fallback, fallback_before);  // the old snapshot is unchanged and alive
+  EXPECT_EQ(Flags().fallback, "error");
+  size_t n = o.snapshot_count();
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(o.Set("fallback", "silent").ok());
+    ASSERT_TRUE(o.Set("fallback", "error").ok());
+  }
+  EXPECT_LE(o.snapshot_count(), n + 1);
+  ASSERT_TRUE(o.Set("fallback", fallback_before).ok());
+  EXPECT_EQ(&Flags(), before);
+}
+
 }  // namespace
 }  // namespace tpu
