@@ -2,7 +2,9 @@
 # Sets up (scripts/setup.sh), then runs every check; exits non-zero if any fails.
 #   1. layering check (scripts/check_layering.sh)
 #   2. C++ core tests: GoogleTest binary built in build/core-tests, without torch, -Werror
-#   3. Python tests: python -m pytest tests/python -q [ARGS...]
+#   3. sanitizers: the core tests under ASan+UBSan, the threaded pieces' under TSan
+#      (scripts/sanitize.sh, clang)
+#   4. Python tests: python -m pytest tests/python -q [ARGS...]
 # Arguments are passed to pytest:  scripts/test.sh -k matmul -x
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -45,6 +47,10 @@ core_tests() {
   "$bdir/tpu_core_tests" --gtest_brief=1 || return 1
 }
 
+sanitizers() {
+  bash scripts/sanitize.sh
+}
+
 python_tests() {
   local rc=0
   timeout 75m "$py" -m pytest tests/python -q "$@" || rc=$?
@@ -56,6 +62,7 @@ python_tests() {
 
 run_stage layering layering
 run_stage core-tests core_tests
+run_stage sanitize sanitizers
 run_stage pytest python_tests "$@"
 
 echo "[test] summary:"
