@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <system_error>
 #include <type_traits>
@@ -85,8 +86,7 @@ Status Parse(const OptionInfo& info, const std::string& text, Parsed* p) {
       return Status::Ok();
     case OptionType::kString:
       p->s = Lower(text);
-      if (!info.choices.empty() &&
-          std::find(info.choices.begin(), info.choices.end(), p->s) == info.choices.end())
+      if (std::find(info.choices.begin(), info.choices.end(), p->s) == info.choices.end())
         return bad();
       return Status::Ok();
   }
@@ -102,7 +102,6 @@ std::string OptionInfo::Accepted() const {
     case OptionType::kInt:
       return "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
     case OptionType::kString: {
-      if (choices.empty()) return "any text";
       std::string list;
       for (const auto& c : choices) list += (list.empty() ? "'" : ", '") + c + "'";
       return "one of " + list;
@@ -111,11 +110,17 @@ std::string OptionInfo::Accepted() const {
   return "";
 }
 
-bool OptionValues::operator==(const OptionValues& o) const {
+bool OptionValues::SameText(const OptionValues& o) const {
   return true
-#define TPU_OPTION(name, type, def, lo, hi, choices, help) &&name == o.name
+#define TPU_OPTION(name, type, def, lo, hi, choices, help) TPU_OPTION_SAME_##type(name)
+#define TPU_OPTION_SAME_Bool(name)
+#define TPU_OPTION_SAME_Int(name)
+#define TPU_OPTION_SAME_String(name) &&name == o.name
 #include "base/options.def"
 #undef TPU_OPTION
+#undef TPU_OPTION_SAME_Bool
+#undef TPU_OPTION_SAME_Int
+#undef TPU_OPTION_SAME_String
       ;
 }
 
@@ -124,6 +129,13 @@ Options::Options() {
   infos_.push_back(MakeInfo(#name, OptionType::k##type, DefaultText(def), lo, hi, choices, help));
 #include "base/options.def"
 #undef TPU_OPTION
+  for (const auto& info : infos_) {
+    if (info.type == OptionType::kString && info.choices.empty()) {
+      // Free text would make the snapshots unbounded (Note [Option snapshots]).
+      std::fprintf(stderr, "torch_tpu: option '%s' declares no choices\n", info.name.c_str());
+      std::abort();
+    }
+  }
   OptionValues defaults;
   for (const auto& info : infos_) (void)Apply(info, info.default_value, &defaults);
   std::lock_guard<std::mutex> lock(mu_);
@@ -137,16 +149,25 @@ Options& Options::Get() {
 }
 
 void Options::PublishLocked(const OptionValues& values) {
-  const OptionValues* current = current_.load(std::memory_order_relaxed);
-  if (current != nullptr && *current == values) return;
+  OptionValues* target = nullptr;
   for (const auto& s : snapshots_) {
-    if (*s == values) {
-      current_.store(s.get(), std::memory_order_release);
-      return;
-    }
+    // Scalars are shared by every snapshot: whichever one a reader holds sees the new value.
+#define TPU_OPTION(name, type, def, lo, hi, choices, help) TPU_OPTION_STORE_##type(name)
+#define TPU_OPTION_STORE_Bool(name) s->name = values.name;
+#define TPU_OPTION_STORE_Int(name) s->name = values.name;
+#define TPU_OPTION_STORE_String(name)
+#include "base/options.def"
+#undef TPU_OPTION
+#undef TPU_OPTION_STORE_Bool
+#undef TPU_OPTION_STORE_Int
+#undef TPU_OPTION_STORE_String
+    if (s->SameText(values)) target = s.get();
   }
-  snapshots_.push_back(std::make_unique<const OptionValues>(values));
-  current_.store(snapshots_.back().get(), std::memory_order_release);
+  if (target == nullptr) {
+    snapshots_.push_back(std::make_unique<OptionValues>(values));
+    target = snapshots_.back().get();
+  }
+  current_.store(target, std::memory_order_release);
 }
 
 size_t Options::snapshot_count() const {
@@ -210,8 +231,8 @@ Status Options::Apply(const OptionInfo& info, const std::string& text, OptionVal
   TPU_RETURN_IF_ERROR(Parse(info, text, &p));
 #define TPU_OPTION(opt, type, def, lo, hi, choices, help) \
   if (info.name == #opt) { TPU_OPTION_SET_##type(opt) return Status::Ok(); }
-#define TPU_OPTION_SET_Bool(name) values->name = p.b;
-#define TPU_OPTION_SET_Int(name) values->name = p.i;
+#define TPU_OPTION_SET_Bool(name) values->name.set(p.b);
+#define TPU_OPTION_SET_Int(name) values->name.set(p.i);
 #define TPU_OPTION_SET_String(name) values->name = p.s;
 #include "base/options.def"
 #undef TPU_OPTION
@@ -225,8 +246,8 @@ StatusOr<std::string> Options::GetString(const std::string& name) const {
   const OptionValues& v = values();
 #define TPU_OPTION(name_, type, def, lo, hi, choices, help) \
   if (name == #name_) return TPU_OPTION_GET_##type(name_);
-#define TPU_OPTION_GET_Bool(n) std::string(v.n ? "1" : "0")
-#define TPU_OPTION_GET_Int(n) std::to_string(v.n)
+#define TPU_OPTION_GET_Bool(n) std::string(v.n.get() ? "1" : "0")
+#define TPU_OPTION_GET_Int(n) std::to_string(v.n.get())
 #define TPU_OPTION_GET_String(n) v.n
 #include "base/options.def"
 #undef TPU_OPTION

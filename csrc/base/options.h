@@ -28,31 +28,54 @@ struct OptionInfo {
   std::string Accepted() const;
 };
 
+// A scalar option's field: read from any thread without a lock (a relaxed atomic load, a plain
+// load on x86), written only by the registry.
+template <typename T>
+class OptionScalar {
+ public:
+  OptionScalar() = default;
+  OptionScalar(const OptionScalar& o) : v_(o.get()) {}
+  OptionScalar& operator=(const OptionScalar& o) {
+    set(o.get());
+    return *this;
+  }
+  operator T() const { return get(); }  // NOLINT: reads like the plain field it replaces
+  T get() const { return v_.load(std::memory_order_relaxed); }
+  void set(T v) { v_.store(v, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<T> v_{};
+};
+
 // Typed fast accessors. Values are parsed on set, so reads on the hot path are plain loads.
-// Note [Option snapshots]: Flags() is read on every op while config.set may rewrite an option
-// from another thread. The values are never written in place: Set publishes a new immutable
-// OptionValues with one atomic pointer store, and a reader sees either the old or the new
-// snapshot, whole. Published snapshots are never freed (a reference from Flags() stays valid
-// forever) and are interned -- a configuration seen before reuses its snapshot -- so their
-// number is bounded by the distinct configurations a process sets (toggling a mode back and
-// forth keeps two), not by the number of Set calls.
+// Note [Option snapshots]: Flags() is read on every op while config.set may change an option
+// from another thread, so nothing a reader can see is rewritten in place:
+//   - text options live in immutable snapshots, one per combination of their values. Setting one
+//     publishes the snapshot of the new combination with one atomic pointer store; a reader
+//     keeps whichever it loaded, whole. Snapshots are never freed (a reference from Flags()
+//     stays valid) and are interned: every text option declares its choices, so there are at
+//     most the product of the choice counts (36 today), however often options change;
+//   - scalar options (integers, booleans) are atomics, stored into every snapshot on Set, so the
+//     one a reader holds shows the current value.
+// A change of several options at once (the environment) is not seen atomically across fields.
 struct OptionValues {
 #define TPU_OPTION(name, type, def, lo, hi, choices, help) TPU_OPTION_FIELD_##type(name)
-#define TPU_OPTION_FIELD_Bool(name) bool name = false;
-#define TPU_OPTION_FIELD_Int(name) int64_t name = 0;
+#define TPU_OPTION_FIELD_Bool(name) OptionScalar<bool> name;
+#define TPU_OPTION_FIELD_Int(name) OptionScalar<int64_t> name;
 #define TPU_OPTION_FIELD_String(name) std::string name;
 #include "base/options.def"
 #undef TPU_OPTION
 #undef TPU_OPTION_FIELD_Bool
 #undef TPU_OPTION_FIELD_Int
 #undef TPU_OPTION_FIELD_String
-  bool operator==(const OptionValues& o) const;
+  // Whether every text option has the same value in both.
+  bool SameText(const OptionValues& o) const;
 };
 
 class Options {
  public:
   static Options& Get();
-  // The current snapshot; valid forever, never changed (see Note [Option snapshots]).
+  // The current snapshot; valid forever (see Note [Option snapshots]).
   const OptionValues& values() const { return *current_.load(std::memory_order_acquire); }
   const std::vector<OptionInfo>& infos() const { return infos_; }
   // Sets by name from text ("1", "true", "strict", "1024"); a value the option does not accept
@@ -68,7 +91,7 @@ class Options {
   // The result of reading the environment when the registry was created (at first use): the
   // extension raises it when torch_tpu is imported instead of running with defaults.
   const Status& environment_status() const { return environment_status_; }
-  // How many distinct snapshots have been published (tests: interning keeps this small).
+  // How many snapshots exist (tests: at most one per combination of text values).
   size_t snapshot_count() const;
 
  private:
@@ -81,7 +104,7 @@ class Options {
   std::vector<OptionInfo> infos_;
   Status environment_status_;
   mutable std::mutex mu_;  // serializes writers; readers only load current_
-  std::vector<std::unique_ptr<const OptionValues>> snapshots_;  // every one published
+  std::vector<std::unique_ptr<OptionValues>> snapshots_;  // every one published
   std::atomic<const OptionValues*> current_{nullptr};
 };
 

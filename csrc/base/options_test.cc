@@ -226,9 +226,8 @@ TEST_F(OptionsTest, CanonicalChecksWithoutSetting) {
 namespace tpu {
 namespace {
 
-// config.set on one thread while others read Flags() as every op does: a reader sees each
-// snapshot whole (string and int fields from one Set), and (under TSan, scripts/sanitize.sh)
-// nothing races.
+// config.set on one thread while others read Flags() as every op does: a reader only ever sees
+// values that were set, and (under TSan, scripts/sanitize.sh) nothing races.
 TEST_F(OptionsTest, SetRacesWithFlagsReads) {
   Options& o = Options::Get();
   std::atomic<bool> stop{false};
@@ -242,20 +241,18 @@ TEST_F(OptionsTest, SetRacesWithFlagsReads) {
         int64_t cache = f.cache_size;
         EXPECT_TRUE(fallback == "warn" || fallback == "silent" || fallback == "error") << fallback;
         EXPECT_TRUE(chip == "v5e" || chip == "v6e") << chip;
-        // Set together below: one snapshot holds a matching pair.
-        EXPECT_EQ(cache == 11, chip == "v5e") << cache << " " << chip;
+        EXPECT_TRUE(cache == 11 || cache == 22 || cache == 4096) << cache;
         reads.fetch_add(1, std::memory_order_relaxed);
       }
     });
   }
   const char* fallbacks[] = {"warn", "silent", "error"};
   for (int i = 0; i < 3000; ++i) {
-    ASSERT_TRUE(o.Set("fallback", fallbacks[i % 3]).ok());
-    // Two options changed as one snapshot (what LoadFromEnvironment publishes), via the
-    // environment path.
+    EXPECT_TRUE(o.Set("fallback", fallbacks[i % 3]).ok());
+    // Text and integer options changed together, through the environment path.
     setenv("TORCH_TPU_CHIP", i % 2 ? "v5e" : "v6e", 1);
     setenv("TORCH_TPU_CACHE_SIZE", i % 2 ? "11" : "22", 1);
-    ASSERT_TRUE(o.LoadFromEnvironment().ok());
+    EXPECT_TRUE(o.LoadFromEnvironment().ok());
   }
   unsetenv("TORCH_TPU_CHIP");
   unsetenv("TORCH_TPU_CACHE_SIZE");
@@ -263,8 +260,8 @@ TEST_F(OptionsTest, SetRacesWithFlagsReads) {
   while (reads.load() < seen + 100) std::this_thread::yield();
   stop.store(true);
   for (auto& t : readers) t.join();
-  // 3000 Sets, but only the distinct configurations are kept.
-  EXPECT_LT(o.snapshot_count(), 64u);
+  // 6000 changes, but one snapshot per combination of text values at most.
+  EXPECT_LE(o.snapshot_count(), 36u);
   ASSERT_TRUE(o.Set("chip", "v6e").ok());
   ASSERT_TRUE(o.Set("cache_size", "4096").ok());
 }
@@ -282,6 +279,11 @@ TEST_F(OptionsTest, SnapshotsStayValidAndAreReused) {
     ASSERT_TRUE(o.Set("fallback", "error").ok());
   }
   EXPECT_LE(o.snapshot_count(), n + 1);
+  // Scalars never add snapshots, and every snapshot shows their current value.
+  n = o.snapshot_count();
+  for (int i = 1; i <= 10000; ++i) ASSERT_TRUE(o.Set("inline_work", std::to_string(i)).ok());
+  EXPECT_EQ(o.snapshot_count(), n);
+  EXPECT_EQ(before->inline_work.get(), 10000);
   ASSERT_TRUE(o.Set("fallback", fallback_before).ok());
   EXPECT_EQ(&Flags(), before);
 }
