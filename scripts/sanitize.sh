@@ -16,7 +16,8 @@ TSAN_TESTS='QueueTest.*:ThreadPoolTest.*:OptionsTest.*:AllocatorTest.*:BufferTes
 
 run_address() {
   local dir=build/sanitize-address
-  tpu_clang_configure "$dir" address,undefined
+  # TPU_FUZZ: the same build serves scripts/fuzz.sh (coverage instrumentation only, here).
+  tpu_clang_configure "$dir" address,undefined -DTPU_FUZZ=ON
   cmake --build "$dir" --target tpu_core_tests
   "$dir/tpu_core_tests" --gtest_brief=1
 }

@@ -4,7 +4,8 @@
 #   2. C++ core tests: GoogleTest binary built in build/core-tests, without torch, -Werror
 #   3. sanitizers: the core tests under ASan+UBSan, the threaded pieces' under TSan
 #      (scripts/sanitize.sh, clang)
-#   4. Python tests: python -m pytest tests/python -q [ARGS...]
+#   4. fuzzing: every libFuzzer target for 20 s (scripts/fuzz.sh, on the ASan build of 3)
+#   5. Python tests: python -m pytest tests/python -q [ARGS...]
 # Arguments are passed to pytest:  scripts/test.sh -k matmul -x
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -51,6 +52,10 @@ sanitizers() {
   bash scripts/sanitize.sh
 }
 
+fuzzing() {
+  bash scripts/fuzz.sh 20
+}
+
 python_tests() {
   local rc=0
   timeout 75m "$py" -m pytest tests/python -q "$@" || rc=$?
@@ -63,6 +68,7 @@ python_tests() {
 run_stage layering layering
 run_stage core-tests core_tests
 run_stage sanitize sanitizers
+run_stage fuzz fuzzing
 run_stage pytest python_tests "$@"
 
 echo "[test] summary:"
