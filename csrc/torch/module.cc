@@ -12,6 +12,7 @@
 #include "base/thread_pool.h"
 #include "compiler/compiler.h"
 #include "compiler/program_log.h"
+#include "torch/fork.h"
 #include "torch/generator.h"
 #include "torch/lower/context.h"
 #include "torch/tensor_utils.h"
@@ -73,12 +74,14 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native extension";
   m.def("_register_device", [] {
     RegisterDevice();
+    RegisterForkHandler();  // from now on the device counts as initialised (Note [Fork])
     // Size the executor's pool once, before any kernel runs.
     if (Flags().num_threads > 0) ThreadPool::Get().Resize(static_cast<int>(Flags().num_threads));
   });
   m.def("_set_num_threads", [](int n) { ThreadPool::Get().Resize(n); });
   m.def("_get_num_threads", [] { return ThreadPool::Get().num_threads(); });
   m.def("device_count", [] { return GetBackend().device_count(); });
+  m.def("_is_in_bad_fork", &InBadFork);
   m.def("current_device", [] { return CurrentDeviceIndex(); });
   m.def("set_device", [](int i) { SetCurrentDeviceIndex(i); });
   m.def("synchronize", [](int i) {
