@@ -40,6 +40,27 @@ import torch  # noqa: E402
 from . import _compat  # noqa: E402
 
 
+def _library_paths() -> dict:
+    """Where PyTorch's, torch_tpu's and Python's own frames live: error messages name the first
+    frame outside them as the user's line (Note [User line] in csrc/torch/python_location.cc)."""
+    import os
+    import sysconfig
+
+    def dirs(*paths):
+        out = set()
+        for p in paths:
+            if p:
+                out.update({os.path.join(p, ""), os.path.join(os.path.realpath(p), "")})
+        return sorted(out)
+
+    sc = sysconfig.get_paths()
+    return {
+        "packages": dirs(os.path.dirname(torch.__file__), os.path.dirname(__file__)),
+        "site": dirs(sc.get("purelib"), sc.get("platlib")),
+        "stdlib": dirs(sc.get("stdlib"), sc.get("platstdlib"), os.path.dirname(os.__file__)),
+    }
+
+
 def _register() -> None:
     global _registered
     if _registered:
@@ -48,6 +69,7 @@ def _register() -> None:
     from . import _tpu_module as _device_module
 
     _C._check_environment()  # a bad TORCH_TPU_* value raises (ValueError) before any device exists
+    _C._set_library_paths(**_library_paths())
     _C._register_device()
     if torch._C._get_privateuse1_backend_name() != "tpu":
         torch.utils.rename_privateuse1_backend("tpu")

@@ -15,6 +15,7 @@
 #include "torch/fork.h"
 #include "torch/generator.h"
 #include "torch/lower/context.h"
+#include "torch/python_location.h"
 #include "torch/tensor_utils.h"
 
 namespace py = pybind11;
@@ -82,6 +83,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_get_num_threads", [] { return ThreadPool::Get().num_threads(); });
   m.def("device_count", [] { return GetBackend().device_count(); });
   m.def("_is_in_bad_fork", &InBadFork);
+  m.def("_set_library_paths", &SetLibraryPaths, py::arg("packages"), py::arg("site"), py::arg("stdlib"));
   m.def("current_device", [] { return CurrentDeviceIndex(); });
   m.def("set_device", [](int i) { SetCurrentDeviceIndex(i); });
   m.def("synchronize", [](int i) {
