@@ -1,6 +1,8 @@
 // dot_general through the host executor (oneDNN for f32/bf16, a plain loop for f64/integers).
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -143,6 +145,53 @@ TEST(DotTest, Bf16WithinTolerance) {
     double got = FromBf16(c[i]);
     // bf16 keeps 8 significant bits: allow the final rounding plus a little accumulation slack.
     EXPECT_NEAR(got, want[i], std::fabs(want[i]) * (1.0 / 128) + 0.02) << i;
+  }
+}
+
+// bf16 operands, batched, the rhs a transposed view, into a float32 and a bf16 result; float16
+// likewise. scripts/test.sh also runs this with ONEDNN_MAX_CPU_ISA=AVX2, where oneDNN has no
+// reduced-precision matmul and the kernel goes through float32 (Note [bf16 without AVX-512]).
+TEST(DotTest, ReducedPrecisionIntoEachResultType) {
+  const int64_t NB = 2, M = 5, K = 33, N = 7;
+  for (DType in : {DType::kBF16, DType::kF16}) {
+    for (DType res : {DType::kF32, in}) {
+      SCOPED_TRACE(std::string(DTypeName(in)) + " -> " + DTypeName(res));
+      auto to = [&](float f) -> uint16_t {
+        if (in == DType::kBF16) return ToBf16(f);
+        _Float16 h = static_cast<_Float16>(f);
+        uint16_t u;
+        std::memcpy(&u, &h, 2);
+        return u;
+      };
+      auto from = [&](uint16_t u) -> double {
+        if (in == DType::kBF16) return FromBf16(u);
+        _Float16 h;
+        std::memcpy(&h, &u, 2);
+        return static_cast<double>(h);
+      };
+      std::vector<uint16_t> a(NB * M * K), wt(NB * N * K);  // wt holds the rhs as [NB, N, K]
+      for (size_t i = 0; i < a.size(); ++i) a[i] = to(std::sin(0.37f * static_cast<float>(i)));
+      for (size_t i = 0; i < wt.size(); ++i) wt[i] = to(std::cos(0.11f * static_cast<float>(i)));
+      Builder b;
+      int x = b.Param(T(in, {NB, M, K}));
+      int y = b.Param(T(in, {NB, K, N}));
+      b.Result(b.DotGeneral(x, y, {0}, {0}, {2}, {1}, res));
+      std::vector<float> c32(NB * M * N);
+      std::vector<uint16_t> c16(NB * M * N);
+      Binding out = res == DType::kF32 ? Bind(c32, res, {NB, M, N}) : Bind(c16, res, {NB, M, N});
+      ASSERT_TRUE(RunProgram(b, Bindings(Bind(a, in, {NB, M, K}), Bind(wt, in, {NB, K, N}, {N * K, 1, K})),
+                             Bindings(std::move(out)))
+                      .ok());
+      auto want = RefBmm(NB, M, K, N, [&](int64_t bi, int64_t i, int64_t p) { return from(a[(bi * M + i) * K + p]); },
+                         [&](int64_t bi, int64_t p, int64_t j) { return from(wt[(bi * N + j) * K + p]); });
+      for (int64_t i = 0; i < NB * M * N; ++i) {
+        double got = res == DType::kF32 ? c32[i] : from(c16[i]);
+        // float32 accumulation of exact products; a reduced result adds its one rounding.
+        double tol = res == DType::kF32 ? 1e-5 * (1 + std::fabs(want[i]))
+                                        : std::fabs(want[i]) * (in == DType::kBF16 ? 1.0 / 128 : 1.0 / 1024) + 1e-3;
+        EXPECT_NEAR(got, want[i], tol) << i;
+      }
+    }
   }
 }
 
