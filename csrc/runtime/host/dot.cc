@@ -1,7 +1,7 @@
 // dot_general: operands are viewed as [batch, M, K] x [batch, K, N] (a copy only when a group of
 // dims cannot be flattened as a view) and handed to oneDNN's matmul with their strides, so a
 // transposed weight is read in place. Primitives are cached by shape, strides and types.
-// float64 and integer products, which oneDNN does not cover, use a plain loop; bfloat16/float16
+// float64, integer and bool products, which oneDNN does not cover, use a plain loop; bfloat16/float16
 // on a CPU without oneDNN kernels for them run through float32 (Note [bf16 without AVX-512]).
 #include <algorithm>
 #include <cstring>
@@ -120,19 +120,15 @@ Engine& GetEngine() {
   return *e;
 }
 
-template <typename T, typename Acc>
-void NaiveBmm(const char* a, const Operand3& A, const char* b, const Operand3& B, T* c, int64_t nb,
-              int64_t m, int64_t n, int64_t k) {
+// The plain loop over contiguous [nb, m, k] x [nb, k, n] operands of the accumulation type.
+template <typename Acc>
+void NaiveBmm(const Acc* a, const Acc* b, Acc* c, int64_t nb, int64_t m, int64_t n, int64_t k) {
   for (int64_t bi = 0; bi < nb; ++bi)
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         Acc acc = 0;
-        for (int64_t p = 0; p < k; ++p) {
-          const T* x = reinterpret_cast<const T*>(a) + bi * A.b.stride + i * A.m.stride + p * A.k.stride;
-          const T* y = reinterpret_cast<const T*>(b) + bi * B.b.stride + p * B.k.stride + j * B.m.stride;
-          acc += static_cast<Acc>(*x) * static_cast<Acc>(*y);
-        }
-        c[(bi * m + i) * n + j] = static_cast<T>(acc);
+        for (int64_t p = 0; p < k; ++p) acc += a[(bi * m + i) * k + p] * b[(bi * k + p) * n + j];
+        c[(bi * m + i) * n + j] = acc;
       }
 }
 
@@ -211,17 +207,26 @@ Status RunDotGeneral(const Op& op, const View& lhs, const View& rhs, const View&
   if (rhs.dtype != t) return Internal("dot_general operand types differ");
   auto dt = DnnlType(t);
   auto odt = DnnlType(out.dtype);
-  if (dt == dnnl::memory::data_type::undef || odt == dnnl::memory::data_type::undef) {
-    switch (t) {
-      case DType::kF64: NaiveBmm<double, double>(static_cast<char*>(L.data), A, static_cast<char*>(R.data), B, static_cast<double*>(out.data), nb, m, n, k); break;
-      case DType::kI64: NaiveBmm<int64_t, int64_t>(static_cast<char*>(L.data), A, static_cast<char*>(R.data), B, static_cast<int64_t*>(out.data), nb, m, n, k); break;
-      case DType::kI32: NaiveBmm<int32_t, int64_t>(static_cast<char*>(L.data), A, static_cast<char*>(R.data), B, static_cast<int32_t*>(out.data), nb, m, n, k); break;
-      default: return Unimplemented(std::string("dot_general on ") + DTypeName(t));
-    }
-    return Status::Ok();
-  }
   dnnl::memory::dims astr = {nb == 1 ? m * k : A.b.stride, m == 1 ? k : A.m.stride, k == 1 ? 1 : A.k.stride};
   dnnl::memory::dims bstr = {nb == 1 ? k * n : B.b.stride, k == 1 ? n : B.k.stride, n == 1 ? 1 : B.m.stride};
+  View Lv{L.data, t, {nb, m, k}, {astr[0], astr[1], astr[2]}};
+  View Rv{R.data, t, {nb, k, n}, {bstr[0], bstr[1], bstr[2]}};
+  View O{out.data, out.dtype, {nb, m, n}, ContiguousStrides({nb, m, n})};
+  if (dt == dnnl::memory::data_type::undef || odt == dnnl::memory::data_type::undef) {
+    // What oneDNN does not take (float64, integers, bool, mixed result types): a plain loop in
+    // double for floating point, in wrapping 64-bit integers otherwise, converted to the result.
+    DType acc = IsFloat(t) ? DType::kF64 : DType::kI64;
+    std::vector<char> la, ra, oa(static_cast<size_t>(nb * m * n) * 8);
+    View La = Materialize(Lv, {0, 1, 2}, acc, la), Ra = Materialize(Rv, {0, 1, 2}, acc, ra);
+    if (acc == DType::kF64) {
+      NaiveBmm(static_cast<const double*>(La.data), static_cast<const double*>(Ra.data),
+               reinterpret_cast<double*>(oa.data()), nb, m, n, k);
+    } else {  // in unsigned arithmetic: integer products wrap, as PyTorch's do
+      NaiveBmm(static_cast<const uint64_t*>(La.data), static_cast<const uint64_t*>(Ra.data),
+               reinterpret_cast<uint64_t*>(oa.data()), nb, m, n, k);
+    }
+    return CopyView(View{oa.data(), acc, O.dims, O.strides}, O);
+  }
   MatmulProblem p{nb, m, k, n, astr, bstr, dt, odt};
   TPU_ASSIGN_OR_RETURN(bool ran, RunMatmul(p, L.data, R.data, out.data));
   if (ran) return Status::Ok();
@@ -230,9 +235,7 @@ Status RunDotGeneral(const Op& op, const View& lhs, const View& rhs, const View&
   // to float32 (exact), multiplied by the float32 kernel -- which accumulates in float32, as the
   // bf16 kernels do -- and the result is rounded once to its type: at least as accurate.
   std::vector<char> lf, rf, of;
-  View L32 = Materialize(View{L.data, t, {nb, m, k}, {astr[0], astr[1], astr[2]}}, {0, 1, 2}, DType::kF32, lf);
-  View R32 = Materialize(View{R.data, t, {nb, k, n}, {bstr[0], bstr[1], bstr[2]}}, {0, 1, 2}, DType::kF32, rf);
-  View O{out.data, out.dtype, {nb, m, n}, ContiguousStrides({nb, m, n})};
+  View L32 = Materialize(Lv, {0, 1, 2}, DType::kF32, lf), R32 = Materialize(Rv, {0, 1, 2}, DType::kF32, rf);
   View O32 = O;
   if (out.dtype != DType::kF32) {
     of.resize(static_cast<size_t>(nb * m * n) * 4);

@@ -232,6 +232,50 @@ TEST(DotTest, F64AndIntegersUseTheNaiveLoop) {
     }
 }
 
+// Result types other than the operands' (float64 into float32 once wrote doubles over a float
+// buffer), and integer types the plain loop did not take (int8 was Unimplemented).
+TEST(DotTest, PlainLoopConvertsToAnyResultType) {
+  const int64_t M = 3, K = 4, N = 2;
+  std::vector<double> a(M * K), w(K * N);
+  std::vector<int8_t> ai(M * K), wi(K * N);
+  for (int64_t i = 0; i < M * K; ++i) a[i] = SmallValue(i, 1), ai[i] = static_cast<int8_t>(i * 13 - 60);
+  for (int64_t i = 0; i < K * N; ++i) w[i] = SmallValue(i, 2), wi[i] = static_cast<int8_t>(90 - i * 11);
+  auto want = RefBmm(1, M, K, N, [&](int64_t, int64_t i, int64_t p) { return a[i * K + p]; },
+                     [&](int64_t, int64_t p, int64_t j) { return w[p * N + j]; });
+  auto want_i = RefBmm(1, M, K, N, [&](int64_t, int64_t i, int64_t p) { return ai[i * K + p]; },
+                       [&](int64_t, int64_t p, int64_t j) { return wi[p * N + j]; });
+  {
+    Builder b;
+    int x = b.Param(T(DType::kF64, {M, K}));
+    int y = b.Param(T(DType::kF64, {K, N}));
+    b.Result(b.DotGeneral(x, y, {}, {}, {1}, {0}, F));
+    std::vector<float> c(M * N + 4, -1.0f);  // the tail must stay untouched
+    Status s = RunProgram(b, Bindings(Bind(a, DType::kF64, {M, K}), Bind(w, DType::kF64, {K, N})),
+                          Bindings(Bind(c, F, {M, N})));
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    for (int64_t i = 0; i < M * N; ++i) EXPECT_EQ(c[i], static_cast<float>(want[i])) << i;
+    for (int64_t i = M * N; i < M * N + 4; ++i) EXPECT_EQ(c[i], -1.0f);
+  }
+  for (DType res : {DType::kI32, DType::kI8}) {
+    SCOPED_TRACE(DTypeName(res));
+    Builder b;
+    int x = b.Param(T(DType::kI8, {M, K}));
+    int y = b.Param(T(DType::kI8, {K, N}));
+    b.Result(b.DotGeneral(x, y, {}, {}, {1}, {0}, res));
+    std::vector<int32_t> c32(M * N);
+    std::vector<int8_t> c8(M * N);
+    Binding out = res == DType::kI32 ? Bind(c32, res, {M, N}) : Bind(c8, res, {M, N});
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(ai, DType::kI8, {M, K}), Bind(wi, DType::kI8, {K, N})),
+                           Bindings(std::move(out)))
+                    .ok());
+    for (int64_t i = 0; i < M * N; ++i) {
+      int64_t exact = static_cast<int64_t>(want_i[i]);
+      if (res == DType::kI32) EXPECT_EQ(c32[i], exact) << i;
+      else EXPECT_EQ(c8[i], static_cast<int8_t>(exact)) << i;  // wraps, as PyTorch's int8 mm does
+    }
+  }
+}
+
 TEST(DotTest, EmptyContractionIsZero) {
   Builder b;
   int x = b.Param(T(F, {2, 0}));

@@ -298,3 +298,50 @@ TEST(ElementwiseTest, TranscendentalsMatchLibm) {
 
 }  // namespace
 }  // namespace tpu::host::testing
+
+namespace tpu::host::testing {
+namespace {
+
+// An elementwise op meeting a type it has no kernel for fails with Unimplemented naming the op
+// and the type -- and writes nothing (it once filled zeros). Note [Unimplemented elementwise].
+TEST(ElementwiseTest, UnimplementedCombinationsRaiseAndWriteNothing) {
+  struct Case {
+    OpCode code;
+    DType dtype;
+    bool binary;
+  };
+  for (Case c : {Case{OpCode::kExp, DType::kI32, false}, Case{OpCode::kLog1p, DType::kI64, false},
+                 Case{OpCode::kSqrt, DType::kU8, false}, Case{OpCode::kNot, DType::kF32, false},
+                 Case{OpCode::kAnd, DType::kF32, true}, Case{OpCode::kXor, DType::kF64, true},
+                 Case{OpCode::kAtan2, DType::kI64, true}}) {
+    SCOPED_TRACE(std::string(OpName(c.code)) + " on " + DTypeName(c.dtype));
+    Builder b;
+    int x = b.Param(T(c.dtype, {5}));
+    // Fused with a supported op, so the region has work before the unsupported one.
+    int y = b.Binary(OpCode::kAdd, x, x);
+    b.Result(c.binary ? b.Binary(c.code, y, x) : b.Unary(c.code, y));
+    std::vector<int64_t> in(5, 0), out(5, 0x5a5a5a5a5a5a5a5a);  // 8 bytes per element is enough
+    Status s = RunProgram(b, Bindings(Bind(in.data(), c.dtype, {5})), Bindings(Bind(out.data(), c.dtype, {5})));
+    EXPECT_EQ(s.code(), Code::kUnimplemented) << s.ToString();
+    EXPECT_NE(s.message().find(OpName(c.code)), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(DTypeName(c.dtype)), std::string::npos) << s.message();
+    for (int64_t v : out) EXPECT_EQ(v, 0x5a5a5a5a5a5a5a5a);
+  }
+}
+
+TEST(ElementwiseTest, NotOnIntegersAndBool) {
+  Builder b;
+  int x = b.Param(T(DType::kU8, {3}));
+  int p = b.Param(T(DType::kBool, {2}));
+  b.Result(b.Unary(OpCode::kNot, x));
+  b.Result(b.Unary(OpCode::kNot, p));
+  std::vector<uint8_t> xv = {0, 5, 255}, pv = {0, 1}, o1(3), o2(2);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(xv, DType::kU8, {3}), Bind(pv, DType::kBool, {2})),
+                         Bindings(Bind(o1, DType::kU8, {3}), Bind(o2, DType::kBool, {2})))
+                  .ok());
+  EXPECT_EQ(o1, (std::vector<uint8_t>{255, 250, 0}));
+  EXPECT_EQ(o2, (std::vector<uint8_t>{1, 0}));
+}
+
+}  // namespace
+}  // namespace tpu::host::testing
