@@ -17,6 +17,7 @@
 #include "base/thread_pool.h"
 #include "runtime/host/elementwise_simd.h"
 #include "runtime/host/kernels.h"
+#include "runtime/host/wrapping.h"
 
 namespace tpu::host {
 namespace {
@@ -229,8 +230,8 @@ inline T Sign(T x) {
 template <typename T>
 bool UnaryLoop(OpCode code, const T* a, T* o, int64_t n) {
   switch (code) {
-    case OpCode::kAbs: for (int64_t i = 0; i < n; ++i) o[i] = a[i] < 0 ? -a[i] : a[i]; return true;
-    case OpCode::kNegate: for (int64_t i = 0; i < n; ++i) o[i] = -a[i]; return true;
+    case OpCode::kAbs: for (int64_t i = 0; i < n; ++i) o[i] = a[i] < 0 ? WrapNeg(a[i]) : a[i]; return true;
+    case OpCode::kNegate: for (int64_t i = 0; i < n; ++i) o[i] = WrapNeg(a[i]); return true;
     case OpCode::kSign: for (int64_t i = 0; i < n; ++i) o[i] = Sign(a[i]); return true;
     default: break;
   }
@@ -269,9 +270,8 @@ bool UnaryLoop(OpCode code, const T* a, T* o, int64_t n) {
 template <typename T>
 inline T IntDiv(T a, T b) {
   if (b == 0) return T(-1);  // StableHLO: x/0 on integers is all ones; never trap
-  // x / -1 without the INT_MIN / -1 trap: negate in unsigned arithmetic (INT_MIN stays INT_MIN).
-  if (std::is_signed_v<T> && b == T(-1))
-    return static_cast<T>(std::make_unsigned_t<T>{0} - static_cast<std::make_unsigned_t<T>>(a));
+  // x / -1 without the INT_MIN / -1 trap: a wrapping negation (INT_MIN stays INT_MIN).
+  if (std::is_signed_v<T> && b == T(-1)) return WrapNeg(a);
   return a / b;
 }
 template <typename T>
@@ -284,9 +284,9 @@ inline T IntRem(T a, T b) {
 template <typename T>
 bool BinaryLoop(OpCode code, const T* a, const T* b, T* o, int64_t n) {
   switch (code) {
-    case OpCode::kAdd: for (int64_t i = 0; i < n; ++i) o[i] = a[i] + b[i]; return true;
-    case OpCode::kSubtract: for (int64_t i = 0; i < n; ++i) o[i] = a[i] - b[i]; return true;
-    case OpCode::kMultiply: for (int64_t i = 0; i < n; ++i) o[i] = a[i] * b[i]; return true;
+    case OpCode::kAdd: for (int64_t i = 0; i < n; ++i) o[i] = WrapAdd(a[i], b[i]); return true;
+    case OpCode::kSubtract: for (int64_t i = 0; i < n; ++i) o[i] = WrapSub(a[i], b[i]); return true;
+    case OpCode::kMultiply: for (int64_t i = 0; i < n; ++i) o[i] = WrapMul(a[i], b[i]); return true;
     case OpCode::kMaximum:
       for (int64_t i = 0; i < n; ++i) o[i] = (a[i] > b[i] || a[i] != a[i]) ? a[i] : b[i];
       return true;
@@ -314,7 +314,7 @@ bool BinaryLoop(OpCode code, const T* a, const T* b, T* o, int64_t n) {
         for (int64_t i = 0; i < n; ++i) {
           T base = a[i], e = b[i], r = 1;
           if (e < 0) { r = (base == 1) ? 1 : (base == -1 ? ((e & 1) ? -1 : 1) : 0); o[i] = r; continue; }
-          while (e) { if (e & 1) r *= base; base *= base; e >>= 1; }
+          while (e) { if (e & 1) r = WrapMul(r, base); base = WrapMul(base, base); e >>= 1; }
           o[i] = r;
         }
         return true;

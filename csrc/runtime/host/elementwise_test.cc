@@ -345,3 +345,44 @@ TEST(ElementwiseTest, NotOnIntegersAndBool) {
 
 }  // namespace
 }  // namespace tpu::host::testing
+
+namespace tpu::host::testing {
+namespace {
+
+// Integer arithmetic wraps like PyTorch's (two's complement), without signed overflow, which C++
+// leaves undefined (the ASan+UBSan run of scripts/sanitize.sh aborts on it).
+TEST(ElementwiseTest, IntegerArithmeticWraps) {
+  constexpr int32_t kMax = std::numeric_limits<int32_t>::max(), kMin = std::numeric_limits<int32_t>::min();
+  Builder b;
+  int x = b.Param(T(DType::kI32, {3}));
+  int y = b.Param(T(DType::kI32, {3}));
+  b.Result(b.Binary(OpCode::kAdd, x, y));
+  b.Result(b.Binary(OpCode::kSubtract, x, y));
+  b.Result(b.Binary(OpCode::kMultiply, x, y));
+  b.Result(b.Unary(OpCode::kNegate, x));
+  b.Result(b.Unary(OpCode::kAbs, x));
+  b.Result(b.Binary(OpCode::kPower, x, y));
+  std::vector<int32_t> xv = {kMax, kMin, 65536}, yv = {1, 1, 3};
+  std::vector<std::vector<int32_t>> o(6, std::vector<int32_t>(3));
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(xv, DType::kI32, {3}), Bind(yv, DType::kI32, {3})),
+                         Bindings(Bind(o[0], DType::kI32, {3}), Bind(o[1], DType::kI32, {3}),
+                                  Bind(o[2], DType::kI32, {3}), Bind(o[3], DType::kI32, {3}),
+                                  Bind(o[4], DType::kI32, {3}), Bind(o[5], DType::kI32, {3})))
+                  .ok());
+  EXPECT_EQ(o[0], (std::vector<int32_t>{kMin, kMin + 1, 65539}));
+  EXPECT_EQ(o[1], (std::vector<int32_t>{kMax - 1, kMax, 65533}));
+  EXPECT_EQ(o[2], (std::vector<int32_t>{kMax, kMin, 196608}));
+  EXPECT_EQ(o[3], (std::vector<int32_t>{-kMax, kMin, -65536}));
+  EXPECT_EQ(o[4], (std::vector<int32_t>{kMax, kMin, 65536}));  // abs(INT_MIN) is INT_MIN
+  EXPECT_EQ(o[5], (std::vector<int32_t>{kMax, kMin, 0}));      // 2^48 wraps to 0
+
+  Builder s;
+  int v = s.Param(T(DType::kI64, {2}));
+  s.Result(s.Reduce(v, s.Constant(0, DType::kI64), {0}, ReduceKind::kAdd));
+  std::vector<int64_t> vv = {std::numeric_limits<int64_t>::max(), 2}, sum(1);
+  ASSERT_TRUE(RunProgram(s, Bindings(Bind(vv, DType::kI64, {2})), Bindings(Bind(sum, DType::kI64, {}))).ok());
+  EXPECT_EQ(sum[0], std::numeric_limits<int64_t>::min() + 1);
+}
+
+}  // namespace
+}  // namespace tpu::host::testing

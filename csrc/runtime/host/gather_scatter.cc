@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/host/kernels.h"
+#include "runtime/host/wrapping.h"
 
 namespace tpu::host {
 namespace {
@@ -149,8 +150,8 @@ namespace {
 template <typename T>
 void Apply(ReduceKind k, T* dst, const T* src) {
   switch (k) {
-    case ReduceKind::kAdd: *dst += *src; break;
-    case ReduceKind::kMul: *dst *= *src; break;
+    case ReduceKind::kAdd: *dst = WrapAdd(*dst, *src); break;
+    case ReduceKind::kMul: *dst = WrapMul(*dst, *src); break;
     case ReduceKind::kMax: *dst = (*src > *dst || *src != *src) ? *src : *dst; break;
     case ReduceKind::kMin: *dst = (*src < *dst || *src != *src) ? *src : *dst; break;
     case ReduceKind::kAnd: *dst = *dst && *src; break;
