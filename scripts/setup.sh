@@ -33,28 +33,9 @@ _TPU_PY_PACKAGES=(
 
 _tpu_log() { echo "[setup] $*"; }
 
-_tpu_apt() {
-  local missing=() p
-  for p in "${_TPU_APT_PACKAGES[@]}"; do
-    if [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]]; then
-      missing+=("$p")
-    fi
-  done
-  if [[ ${#missing[@]} -eq 0 ]]; then
-    _tpu_log "apt packages: ok"
-    return 0
-  fi
-  _tpu_log "apt packages: installing ${missing[*]}"
-  local sudo=()
-  if [[ $(id -u) -ne 0 ]]; then
-    command -v sudo >/dev/null || { _tpu_log "error: need root (or sudo) to install ${missing[*]}"; return 1; }
-    sudo=(sudo)
-  fi
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
-  _tpu_log "apt packages: installed"
-}
+# shellcheck source=scripts/lib/apt.sh
+source "$_tpu_root/scripts/lib/apt.sh"
+_tpu_apt() { tpu_apt_install setup "${_TPU_APT_PACKAGES[@]}"; }
 
 _tpu_venv() {
   local py="$TORCH_TPU_VENV/bin/python"

@@ -2,7 +2,10 @@
 # Sets up (scripts/setup.sh), then runs every check; exits non-zero if any fails.
 #   1. layering check (scripts/check_layering.sh)
 #   2. C++ core tests: GoogleTest binary built in build/core-tests, without torch, -Werror
-#   3. Python tests: python -m pytest tests/python -q [ARGS...]
+#   3. sanitizers: the core tests under ASan+UBSan, the threaded pieces' under TSan
+#      (scripts/sanitize.sh, clang)
+#   4. fuzzing: every libFuzzer target for 20 s (scripts/fuzz.sh, on the ASan build of 3)
+#   5. Python tests: python -m pytest tests/python -q [ARGS...]
 # Arguments are passed to pytest:  scripts/test.sh -k matmul -x
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -43,6 +46,16 @@ core_tests() {
     -DTPU_BUILD_TORCH=OFF -DTPU_BUILD_TESTS=ON -DTPU_WERROR=ON || return 1
   cmake --build "$bdir" --target tpu_core_tests || return 1
   "$bdir/tpu_core_tests" --gtest_brief=1 || return 1
+  # Again without AVX-512, where oneDNN has no bf16/f16 matmul or convolution kernels.
+  ONEDNN_MAX_CPU_ISA=AVX2 "$bdir/tpu_core_tests" --gtest_brief=1 --gtest_filter='Dot*:Conv*' || return 1
+}
+
+sanitizers() {
+  bash scripts/sanitize.sh
+}
+
+fuzzing() {
+  bash scripts/fuzz.sh 20
 }
 
 python_tests() {
@@ -56,6 +69,8 @@ python_tests() {
 
 run_stage layering layering
 run_stage core-tests core_tests
+run_stage sanitize sanitizers
+run_stage fuzz fuzzing
 run_stage pytest python_tests "$@"
 
 echo "[test] summary:"

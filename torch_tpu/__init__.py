@@ -6,8 +6,11 @@ implementation is the host executor, which runs the compiled programs on the CPU
 """
 from __future__ import annotations
 
+import sys
+
 _registered = False
 _importing = True
+_autoload_error = None  # what kept the device from registering during torch's autoload
 
 
 def _autoload() -> None:
@@ -18,6 +21,11 @@ def _autoload() -> None:
     of this module). It must never raise: a failure here would break ``import torch``.
     """
     if _importing:
+        return
+    if _autoload_error is not None:
+        # Registration failed while torch imported us, and the warning is out. Forget this
+        # half-set-up package so that an explicit `import torch_tpu` runs again and raises.
+        sys.modules.pop(__name__, None)
         return
     try:
         _register()
@@ -35,6 +43,27 @@ from ._version import get_version as _get_version  # noqa: E402
 __version__ = _get_version()
 
 
+def _library_paths() -> dict:
+    """Where PyTorch's, torch_tpu's and Python's own frames live: error messages name the first
+    frame outside them as the user's line (Note [User line] in csrc/torch/python_location.cc)."""
+    import os
+    import sysconfig
+
+    def dirs(*paths):
+        out = set()
+        for p in paths:
+            if p:
+                out.update({os.path.join(p, ""), os.path.join(os.path.realpath(p), "")})
+        return sorted(out)
+
+    sc = sysconfig.get_paths()
+    return {
+        "packages": dirs(os.path.dirname(torch.__file__), os.path.dirname(__file__)),
+        "site": dirs(sc.get("purelib"), sc.get("platlib")),
+        "stdlib": dirs(sc.get("stdlib"), sc.get("platstdlib"), os.path.dirname(os.__file__)),
+    }
+
+
 def _register() -> None:
     global _registered
     if _registered:
@@ -42,6 +71,8 @@ def _register() -> None:
     from . import _C  # noqa: F401  (loads the kernels and the runtime)
     from . import _tpu_module as _device_module
 
+    _C._check_environment()  # a bad TORCH_TPU_* value raises (ValueError) before any device exists
+    _C._set_library_paths(**_library_paths())
     _C._register_device()
     if torch._C._get_privateuse1_backend_name() != "tpu":
         torch.utils.rename_privateuse1_backend("tpu")
@@ -54,7 +85,21 @@ def _register() -> None:
     _registered = True
 
 
-_register()
+# Note [Bad options at import]: an explicit `import torch_tpu` raises what keeps the device from
+# registering (a bad TORCH_TPU_* value, say). When `import torch` imports us through its backend
+# autoload, raising would break `import torch` itself: there we warn, register nothing (torch
+# stays usable on the CPU), and _autoload drops this module so that `import torch_tpu` raises.
+if _compat.torch_is_importing():
+    try:
+        _register()
+    except Exception as e:
+        import warnings
+
+        _autoload_error = e
+        warnings.warn(f"the tpu device is not available: {e}. `import torch` continues without "
+                      f"it; `import torch_tpu` raises this error.", RuntimeWarning)
+else:
+    _register()
 _importing = False
 
 from . import metrics  # noqa: E402

@@ -11,6 +11,13 @@ TORCH_VERSION = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")
 SUPPORTED = ((2, 10), (2, 14))
 
 
+def torch_is_importing() -> bool:
+    """True while `import torch` is still running (torch_tpu is then being imported by torch's
+    backend autoload). Python's import system marks a module's spec `_initializing` while the
+    module executes (importlib._bootstrap; stable since Python 3.4)."""
+    return bool(getattr(getattr(torch, "__spec__", None), "_initializing", False))
+
+
 def generate_methods() -> None:
     # Gives Tensor.tpu(), Module.tpu(), TypedStorage.tpu() (torch.load needs the storage method).
     if not hasattr(torch.Tensor, "tpu"):

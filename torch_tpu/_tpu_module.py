@@ -48,11 +48,16 @@ def is_initialized() -> bool:
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """True in a process forked after torch_tpu initialised the device (at import), where device
+    use raises; torch.manual_seed skips the tpu generators there."""
+    return _C._is_in_bad_fork()
 
 
 def _lazy_init() -> None:
-    pass
+    if _C._is_in_bad_fork():
+        raise RuntimeError(
+            "cannot re-initialize the tpu device in a forked subprocess; to use the tpu device "
+            "with multiprocessing, use the 'spawn' start method")
 
 
 def device_count() -> int:

@@ -17,8 +17,9 @@ from __future__ import annotations
 import contextlib
 
 from . import _C
+from . import config
 
-_MODES = ("strict", "debug", "fused")
+_MODES = config.choices("eager_mode")  # the option registry's list (csrc/base/options.def)
 
 
 def set_eager_mode(mode: str) -> None:

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
+#include <charconv>
+#include <cstdio>
 #include <cstdlib>
+#include <system_error>
+#include <type_traits>
 
 namespace tpu {
 namespace {
@@ -18,19 +21,126 @@ std::string Lower(std::string s) {
   return s;
 }
 
-std::string DefaultText(bool v) { return v ? "1" : "0"; }
-std::string DefaultText(int v) { return std::to_string(v); }
-std::string DefaultText(const char* v) { return v; }
+template <typename T>
+std::string DefaultText(T v) {
+  if constexpr (std::is_same_v<T, bool>) return v ? "1" : "0";
+  else if constexpr (std::is_integral_v<T>) return std::to_string(v);
+  else return std::string(v);
+}
+
+std::vector<std::string> SplitChoices(const char* text) {
+  std::vector<std::string> out;
+  std::string s(text);
+  for (size_t start = 0; !s.empty() && start <= s.size();) {
+    size_t bar = s.find('|', start);
+    if (bar == std::string::npos) bar = s.size();
+    out.push_back(s.substr(start, bar - start));
+    start = bar + 1;
+  }
+  return out;
+}
+
+OptionInfo MakeInfo(const char* name, OptionType type, std::string def, int64_t lo, int64_t hi,
+                    const char* choices, const char* help) {
+  OptionInfo info;
+  info.name = name;
+  info.type = type;
+  info.default_value = std::move(def);
+  info.help = help;
+  info.env_var = "TORCH_TPU_" + Upper(name);
+  info.min = lo;
+  info.max = hi;
+  info.choices = SplitChoices(choices);
+  return info;
+}
+
+// A parsed value of any option type.
+struct Parsed {
+  bool b = false;
+  int64_t i = 0;
+  std::string s;
+};
+
+// The whole text as a decimal integer (optional '-'; no spaces, signs elsewhere or exponents).
+bool ParseInt(const std::string& text, int64_t* out) {
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, *out);
+  return !text.empty() && ec == std::errc() && ptr == end;
+}
+
+Status Parse(const OptionInfo& info, const std::string& text, Parsed* p) {
+  auto bad = [&] {
+    return InvalidArgument("option '" + info.name + "' expects " + info.Accepted() + ", got '" +
+                           text + "'");
+  };
+  switch (info.type) {
+    case OptionType::kBool: {
+      std::string t = Lower(text);
+      if (t == "1" || t == "true" || t == "on" || t == "yes") p->b = true;
+      else if (t == "0" || t == "false" || t == "off" || t == "no" || t.empty()) p->b = false;
+      else return bad();
+      return Status::Ok();
+    }
+    case OptionType::kInt:
+      if (!ParseInt(text, &p->i) || p->i < info.min || p->i > info.max) return bad();
+      return Status::Ok();
+    case OptionType::kString:
+      p->s = Lower(text);
+      if (std::find(info.choices.begin(), info.choices.end(), p->s) == info.choices.end())
+        return bad();
+      return Status::Ok();
+  }
+  return Internal("option '" + info.name + "' has an unknown type");
+}
 
 }  // namespace
 
-Options::Options() {
-#define TPU_OPTION(name, type, def, help) \
-  infos_.push_back({#name, OptionType::k##type, DefaultText(def), help, "TORCH_TPU_" + Upper(#name)});
+std::string OptionInfo::Accepted() const {
+  switch (type) {
+    case OptionType::kBool:
+      return "a boolean (1/0, true/false, on/off, yes/no)";
+    case OptionType::kInt:
+      return "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    case OptionType::kString: {
+      std::string list;
+      for (const auto& c : choices) list += (list.empty() ? "'" : ", '") + c + "'";
+      return "one of " + list;
+    }
+  }
+  return "";
+}
+
+bool OptionValues::SameText(const OptionValues& o) const {
+  return true
+#define TPU_OPTION(name, type, def, lo, hi, choices, help) TPU_OPTION_SAME_##type(name)
+#define TPU_OPTION_SAME_Bool(name)
+#define TPU_OPTION_SAME_Int(name)
+#define TPU_OPTION_SAME_String(name) &&name == o.name
 #include "base/options.def"
 #undef TPU_OPTION
-  for (const auto& info : infos_) (void)SetLocked(info, info.default_value);
-  LoadFromEnvironment();
+#undef TPU_OPTION_SAME_Bool
+#undef TPU_OPTION_SAME_Int
+#undef TPU_OPTION_SAME_String
+      ;
+}
+
+Options::Options() {
+#define TPU_OPTION(name, type, def, lo, hi, choices, help) \
+  infos_.push_back(MakeInfo(#name, OptionType::k##type, DefaultText(def), lo, hi, choices, help));
+#include "base/options.def"
+#undef TPU_OPTION
+  for (const auto& info : infos_) {
+    if (info.type == OptionType::kString && info.choices.empty()) {
+      // Free text would make the snapshots unbounded (Note [Option snapshots]).
+      std::fprintf(stderr, "torch_tpu: option '%s' declares no choices\n", info.name.c_str());
+      std::abort();
+    }
+  }
+  OptionValues defaults;
+  for (const auto& info : infos_) (void)Apply(info, info.default_value, &defaults);
+  std::lock_guard<std::mutex> lock(mu_);
+  PublishLocked(defaults);
+  environment_status_ = LoadFromEnvironmentLocked();
 }
 
 Options& Options::Get() {
@@ -38,45 +148,92 @@ Options& Options::Get() {
   return *options;
 }
 
-void Options::LoadFromEnvironment() {
+void Options::PublishLocked(const OptionValues& values) {
+  OptionValues* target = nullptr;
+  for (const auto& s : snapshots_) {
+    // Scalars are shared by every snapshot: whichever one a reader holds sees the new value.
+#define TPU_OPTION(name, type, def, lo, hi, choices, help) TPU_OPTION_STORE_##type(name)
+#define TPU_OPTION_STORE_Bool(name) s->name = values.name;
+#define TPU_OPTION_STORE_Int(name) s->name = values.name;
+#define TPU_OPTION_STORE_String(name)
+#include "base/options.def"
+#undef TPU_OPTION
+#undef TPU_OPTION_STORE_Bool
+#undef TPU_OPTION_STORE_Int
+#undef TPU_OPTION_STORE_String
+    if (s->SameText(values)) target = s.get();
+  }
+  if (target == nullptr) {
+    snapshots_.push_back(std::make_unique<OptionValues>(values));
+    target = snapshots_.back().get();
+  }
+  current_.store(target, std::memory_order_release);
+}
+
+size_t Options::snapshot_count() const {
   std::lock_guard<std::mutex> lock(mu_);
+  return snapshots_.size();
+}
+
+Status Options::LoadFromEnvironment() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return LoadFromEnvironmentLocked();
+}
+
+Status Options::LoadFromEnvironmentLocked() {
+  OptionValues next = values();
+  std::string errors;
   for (const auto& info : infos_) {
-    if (const char* env = std::getenv(info.env_var.c_str())) {
-      // A malformed variable keeps the default rather than breaking `import torch`.
-      (void)SetLocked(info, env);
+    const char* env = std::getenv(info.env_var.c_str());
+    if (env == nullptr || *env == '\0') continue;
+    Status s = Apply(info, env, &next);
+    if (!s.ok()) {
+      errors += (errors.empty() ? "" : "; ") + info.env_var + "='" + env + "' is invalid: " +
+                s.message();
     }
   }
+  PublishLocked(next);
+  if (errors.empty()) return Status::Ok();
+  return InvalidArgument("torch_tpu: invalid environment: " + errors + " (fix or unset it)");
+}
+
+const OptionInfo* Options::Find(const std::string& name) const {
+  for (const auto& info : infos_)
+    if (info.name == name) return &info;
+  return nullptr;
 }
 
 Status Options::Set(const std::string& name, const std::string& value) {
+  const OptionInfo* info = Find(name);
+  if (info == nullptr) return InvalidArgument("unknown torch_tpu option '" + name + "'");
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& info : infos_) {
-    if (info.name == name) return SetLocked(info, value);
-  }
-  return InvalidArgument("unknown torch_tpu option '" + name + "'");
+  OptionValues next = values();
+  TPU_RETURN_IF_ERROR(Apply(*info, value, &next));
+  PublishLocked(next);
+  return Status::Ok();
 }
 
-Status Options::SetLocked(const OptionInfo& info, const std::string& text) {
-  bool b = false;
-  int64_t i = 0;
-  if (info.type == OptionType::kBool) {
-    std::string t = Lower(text);
-    if (t == "1" || t == "true" || t == "on" || t == "yes") b = true;
-    else if (t == "0" || t == "false" || t == "off" || t == "no" || t.empty()) b = false;
-    else return InvalidArgument("option '" + info.name + "' expects a boolean, got '" + text + "'");
-  } else if (info.type == OptionType::kInt) {
-    char* end = nullptr;
-    errno = 0;
-    i = std::strtoll(text.c_str(), &end, 10);
-    // ERANGE: strtoll saturates out-of-range text to LLONG_MIN/MAX, which must not pass silently.
-    if (text.empty() || *end != '\0' || errno == ERANGE)
-      return InvalidArgument("option '" + info.name + "' expects an integer, got '" + text + "'");
+StatusOr<std::string> Options::Canonical(const std::string& name, const std::string& value) const {
+  const OptionInfo* info = Find(name);
+  if (info == nullptr) return InvalidArgument("unknown torch_tpu option '" + name + "'");
+  Parsed p;
+  TPU_RETURN_IF_ERROR(Parse(*info, value, &p));
+  switch (info->type) {
+    case OptionType::kBool: return std::string(p.b ? "1" : "0");
+    case OptionType::kInt: return std::to_string(p.i);
+    case OptionType::kString: return p.s;
   }
-#define TPU_OPTION(opt, type, def, help) \
+  return Internal("option '" + name + "' has an unknown type");
+}
+
+Status Options::Apply(const OptionInfo& info, const std::string& text, OptionValues* values) {
+  Parsed p;
+  TPU_RETURN_IF_ERROR(Parse(info, text, &p));
+#define TPU_OPTION(opt, type, def, lo, hi, choices, help) \
   if (info.name == #opt) { TPU_OPTION_SET_##type(opt) return Status::Ok(); }
-#define TPU_OPTION_SET_Bool(name) values_.name = b;
-#define TPU_OPTION_SET_Int(name) values_.name = i;
-#define TPU_OPTION_SET_String(name) values_.name = Lower(text);
+#define TPU_OPTION_SET_Bool(name) values->name.set(p.b);
+#define TPU_OPTION_SET_Int(name) values->name.set(p.i);
+#define TPU_OPTION_SET_String(name) values->name = p.s;
 #include "base/options.def"
 #undef TPU_OPTION
 #undef TPU_OPTION_SET_Bool
@@ -86,12 +243,12 @@ Status Options::SetLocked(const OptionInfo& info, const std::string& text) {
 }
 
 StatusOr<std::string> Options::GetString(const std::string& name) const {
-  std::lock_guard<std::mutex> lock(mu_);
-#define TPU_OPTION(name_, type, def, help) \
+  const OptionValues& v = values();
+#define TPU_OPTION(name_, type, def, lo, hi, choices, help) \
   if (name == #name_) return TPU_OPTION_GET_##type(name_);
-#define TPU_OPTION_GET_Bool(n) std::string(values_.n ? "1" : "0")
-#define TPU_OPTION_GET_Int(n) std::to_string(values_.n)
-#define TPU_OPTION_GET_String(n) values_.n
+#define TPU_OPTION_GET_Bool(n) std::string(v.n.get() ? "1" : "0")
+#define TPU_OPTION_GET_Int(n) std::to_string(v.n.get())
+#define TPU_OPTION_GET_String(n) v.n
 #include "base/options.def"
 #undef TPU_OPTION
 #undef TPU_OPTION_GET_Bool

@@ -15,7 +15,10 @@ ThreadPool& ThreadPool::Get() {
   return *pool;
 }
 
-ThreadPool::ThreadPool(int num_threads) { Start(num_threads); }
+ThreadPool::ThreadPool(int num_threads) {
+  std::lock_guard<std::mutex> call(call_mu_);
+  Start(num_threads);
+}
 ThreadPool::~ThreadPool() { Stop(); }
 
 void ThreadPool::Start(int num_threads) {
@@ -25,6 +28,7 @@ void ThreadPool::Start(int num_threads) {
   uint64_t generation = generation_;
   for (int i = 1; i < num_threads; ++i)
     workers_.emplace_back([this, generation] { WorkerLoop(generation); });
+  num_threads_.store(static_cast<int>(workers_.size()) + 1, std::memory_order_relaxed);
 }
 
 void ThreadPool::Stop() {
@@ -35,6 +39,7 @@ void ThreadPool::Stop() {
   cv_.notify_all();
   for (auto& t : workers_) t.join();
   workers_.clear();
+  num_threads_.store(1, std::memory_order_relaxed);
 }
 
 void ThreadPool::Resize(int num_threads) {
@@ -72,12 +77,14 @@ void ThreadPool::WorkerLoop(uint64_t seen) {
 void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
-  int threads = num_threads();
-  if (threads == 1 || n <= grain) {
+  // A racing Resize may change the count; it is read again under the lock, where the workers
+  // cannot change. Running inline on a stale 1 is still correct.
+  if (num_threads() == 1 || n <= grain) {
     fn(0, n);
     return;
   }
   std::lock_guard<std::mutex> call(call_mu_);
+  int threads = num_threads();
   // At most n / grain chunks, so that every chunk gets at least `grain` indices.
   int64_t chunks = std::min<int64_t>(threads * 4, n / grain);
   std::unique_lock<std::mutex> lock(mu_);

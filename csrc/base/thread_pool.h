@@ -2,6 +2,7 @@
 // so that it never oversubscribes the cores together with PyTorch's own intra-op pool.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -16,8 +17,9 @@ class ThreadPool {
   static ThreadPool& Get();
   explicit ThreadPool(int num_threads);
   ~ThreadPool();
-  int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
-  // Resizes the pool (the caller counts as one thread). Not thread-safe against ParallelFor.
+  int num_threads() const { return num_threads_.load(std::memory_order_relaxed); }
+  // Resizes the pool (the caller counts as one thread). Safe against ParallelFor on other
+  // threads: it waits for a running job to finish. Never call it from inside a job.
   void Resize(int num_threads);
   // Runs fn(begin, end) over [0, n) in chunks of at least `grain`, on the pool and the caller.
   void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
@@ -28,7 +30,8 @@ class ThreadPool {
   void WorkerLoop(uint64_t seen_generation);
   void RunChunks();
 
-  std::vector<std::thread> workers_;
+  std::vector<std::thread> workers_;  // changed only with call_mu_ held
+  std::atomic<int> num_threads_{1};   // workers_.size() + 1, readable without a lock
   std::mutex mu_;
   std::condition_variable cv_;
   std::condition_variable done_cv_;
@@ -36,7 +39,7 @@ class ThreadPool {
   int64_t job_n_ = 0, next_chunk_ = 0, num_chunks_ = 0, chunks_done_ = 0;
   uint64_t generation_ = 0;
   bool stop_ = false;
-  std::mutex call_mu_;  // one ParallelFor at a time
+  std::mutex call_mu_;  // one ParallelFor or Resize at a time
 };
 
 }  // namespace tpu

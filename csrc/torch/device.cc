@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "base/metrics.h"
+#include "torch/fork.h"
 #include "torch/generator.h"
 #include "torch/tensor_utils.h"
 
@@ -357,6 +358,7 @@ at::ScalarType ToScalarType(DType t) {
 }
 
 Device& DeviceFor(int index) {
+  CheckNotInBadFork();  // Note [Fork]
   Backend& b = GetBackend();
   TORCH_CHECK(index >= 0 && index < b.device_count(), "Invalid device index tpu:", index, ": ",
               b.device_count(), " tpu device(s) are configured (TORCH_TPU_NUM_DEVICES)");

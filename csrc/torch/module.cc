@@ -4,11 +4,8 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/Generator.h>
 
-#include <algorithm>
 #include <cctype>
-#include <map>
 #include <string>
-#include <vector>
 
 #include "base/metrics.h"
 #include "base/options.h"
@@ -17,8 +14,10 @@
 #include "compiler/program_log.h"
 #include "runtime/host/cpu_info.h"
 #include "torch/deferred/window.h"
+#include "torch/fork.h"
 #include "torch/generator.h"
 #include "torch/lower/context.h"
+#include "torch/python_location.h"
 #include "torch/tensor_utils.h"
 
 namespace py = pybind11;
@@ -31,37 +30,17 @@ void CheckStatus(const Status& s) {
   if (!s.ok()) throw py::value_error(s.message());
 }
 
-std::string Lowered(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// What the registry's types cannot say: the values a string option accepts, and the options the
-// backend reads once when it creates the devices (changing them later would silently do nothing).
-void ValidateOption(const std::string& name, const std::string& value) {
-  static const std::map<std::string, std::vector<std::string>> kChoices = {
-      {"eager_mode", {"strict", "debug", "fused"}},
-      {"fallback", {"warn", "silent", "error"}},
-      {"chip", {"v5e", "v5p", "v6e", "v7"}},
-  };
-  auto it = kChoices.find(name);
-  if (it != kChoices.end()) {
-    const auto& choices = it->second;
-    if (std::find(choices.begin(), choices.end(), Lowered(value)) == choices.end()) {
-      std::string list;
-      for (const auto& c : choices) list += (list.empty() ? "'" : ", '") + c + "'";
-      throw py::value_error("option '" + name + "' expects one of " + list + ", got '" + value + "'");
-    }
-  }
-  if (name == "chip" || name == "num_devices" || name == "memory_capacity") {
-    auto current = Options::Get().GetString(name);
-    CheckStatus(current.status());
-    if (current.value() == Lowered(value)) return;
-    std::string env = "TORCH_TPU_" + name;
-    for (auto& c : env) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    throw py::value_error("option '" + name + "' is read once, when the devices are created; set " + env +
-                          " in the environment before importing torch_tpu");
-  }
+// What the registry cannot say: the options the backend reads once when it creates the devices
+// (changing them later would silently do nothing). Values are checked by the registry itself.
+void RefuseReadOnceOption(const std::string& name, const std::string& canonical_value) {
+  if (name != "chip" && name != "num_devices" && name != "memory_capacity") return;
+  auto current = Options::Get().GetString(name);
+  CheckStatus(current.status());
+  if (current.value() == canonical_value) return;
+  std::string env = "TORCH_TPU_" + name;
+  for (auto& c : env) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  throw py::value_error("option '" + name + "' is read once, when the devices are created; set " + env +
+                        " in the environment before importing torch_tpu");
 }
 
 py::dict Properties(int index) {
@@ -98,12 +77,15 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native extension";
   m.def("_register_device", [] {
     RegisterDevice();
+    RegisterForkHandler();  // from now on the device counts as initialised (Note [Fork])
     // Size the executor's pool once, before any kernel runs.
     if (Flags().num_threads > 0) ThreadPool::Get().Resize(static_cast<int>(Flags().num_threads));
   });
   m.def("_set_num_threads", [](int n) { ThreadPool::Get().Resize(n); });
   m.def("_get_num_threads", [] { return ThreadPool::Get().num_threads(); });
   m.def("device_count", [] { return GetBackend().device_count(); });
+  m.def("_is_in_bad_fork", &InBadFork);
+  m.def("_set_library_paths", &SetLibraryPaths, py::arg("packages"), py::arg("site"), py::arg("stdlib"));
   m.def("current_device", [] { return CurrentDeviceIndex(); });
   m.def("set_device", [](int i) { SetCurrentDeviceIndex(i); });
   m.def("synchronize", [](int i) {
@@ -127,8 +109,13 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("counters", [] { return CounterSnapshot(); });
   m.def("reset_counters", [] { ResetCounters(); });
+  // Raises (ValueError) what was wrong with the TORCH_TPU_* environment when the registry read it.
+  m.def("_check_environment", [] { CheckStatus(Options::Get().environment_status()); });
   m.def("set_option", [](const std::string& name, const std::string& value) {
-    ValidateOption(name, value);
+    // The value first: a bad value is reported as such even for a read-once option.
+    auto canonical = Options::Get().Canonical(name, value);
+    CheckStatus(canonical.status());
+    RefuseReadOnceOption(name, canonical.value());
     // A mode change cuts the open windows first: what was recorded runs under the mode it was
     // recorded in.
     if (name == "eager_mode") CutAllWindows(CutReason::kModeChange);
@@ -153,6 +140,9 @@ PYBIND11_MODULE(_C, m) {
       d["default"] = info.default_value;
       d["value"] = Options::Get().GetString(info.name).value();
       d["help"] = info.help;
+      d["accepted"] = info.Accepted();
+      if (info.type == OptionType::kInt) d["range"] = py::make_tuple(info.min, info.max);
+      if (info.type == OptionType::kString) d["choices"] = info.choices;
       out.append(d);
     }
     return out;

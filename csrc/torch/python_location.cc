@@ -1,16 +1,46 @@
+// Note [User line]: the user's line is the innermost frame that is not PyTorch's, torch_tpu's or
+// Python's own. Those are recognised by where their files really live -- the torch and torch_tpu
+// package directories and the standard library (third-party site-packages count as the user's) --
+// never by a substring, so a script under .../torch/... is still the user's. torch_tpu passes the
+// directories in when it registers the device (SetLibraryPaths).
 #include "torch/python_location.h"
 
 #include <Python.h>
 #include <frameobject.h>
 
+#include <utility>
+
 namespace tpu::torch_bridge {
 namespace {
-bool IsLibraryFile(const char* f) {
-  std::string s(f);
-  return s.find("/torch/") != std::string::npos || s.find("/torch_tpu/") != std::string::npos ||
-         s.rfind("<frozen", 0) == 0;
+
+// Written once with the GIL held (at registration); read with the GIL held.
+std::vector<std::string>& Paths(int kind) {
+  static std::vector<std::string> paths[3];  // packages, site-packages, stdlib
+  return paths[kind];
 }
+
+bool Under(const std::string& file, int kind) {
+  for (const auto& dir : Paths(kind))
+    if (file.compare(0, dir.size(), dir) == 0) return true;
+  return false;
+}
+
+bool IsLibraryFile(const char* f) {
+  std::string file(f);
+  if (file.rfind("<frozen", 0) == 0) return true;  // the interpreter's frozen stdlib modules
+  if (Under(file, 0)) return true;                 // torch, torch_tpu
+  if (Under(file, 1)) return false;                // other installed packages: the user's
+  return Under(file, 2);                           // the standard library
+}
+
 }  // namespace
+
+void SetLibraryPaths(std::vector<std::string> packages, std::vector<std::string> site,
+                     std::vector<std::string> stdlib) {
+  Paths(0) = std::move(packages);
+  Paths(1) = std::move(site);
+  Paths(2) = std::move(stdlib);
+}
 
 std::string UserSourceLocation() {
   if (!Py_IsInitialized()) return "";

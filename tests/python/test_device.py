@@ -277,6 +277,8 @@ def test_config_get_set_describe():
     ("check_nan", "maybe", "expects a boolean"),
     ("fallback", "sometimes", "expects one of 'warn', 'silent', 'error'"),
     ("eager_mode", "fast", "expects one of 'strict', 'debug', 'fused'"),
+    ("num_threads", 100000, r"expects an integer in \[0, 1024\]"),
+    ("cache_size", 0, r"expects an integer in \[1, "),
     ("chip", "v9", "expects one of"),
     ("num_devices", 3, "TORCH_TPU_NUM_DEVICES"),  # read once at startup: refuse, don't ignore
 ])

@@ -3,7 +3,13 @@ modes, and the device stays usable afterwards: shape mismatches, mixed devices, 
 zero, out of memory, data-dependent device errors and debug mode's NaN checks."""
 from __future__ import annotations
 
+import contextlib
 import inspect
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +18,7 @@ import torch_tpu
 from conftest import check_same
 
 MiB = 1 << 20
+REPO = Path(__file__).resolve().parents[2]
 
 
 def this_line() -> int:
@@ -199,6 +206,45 @@ def test_device_error_strict_raises_at_sync(no_fallback):
         assert "aten::index_select" in msg
         assert f"{__file__}:{line}" in msg, msg
         device_still_works()
+
+
+def test_user_line_found_in_a_script_under_a_torch_directory(tmp_path):
+    # Frames are PyTorch's by where torch really lives, not because their path contains /torch/.
+    script = tmp_path / "work" / "torch" / "train.py"
+    script.parent.mkdir(parents=True)
+    script.write_text(textwrap.dedent("""
+        import torch, torch_tpu
+        x = torch.tensor([1.0, 2.0], device="tpu")
+        y = x.index_select(0, torch.tensor([5], device="tpu"))
+        try:
+            y.cpu()
+        except IndexError as e:
+            print(e)
+    """))
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in [env.get("PYTHONPATH")] if p])
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert f"{script}:4" in r.stdout, r.stdout
+
+
+def test_user_line_skips_standard_library_frames(no_fallback):
+    # The op is issued by contextlib's code (an ExitStack callback): the user's line is the `with`.
+    x = torch.tensor([1.0, 2.0], device="tpu")
+    out = []
+    with torch_tpu.eager_mode("strict"):
+        line = this_line() + 1
+        with contextlib.ExitStack() as stack:
+            stack.callback(lambda: None)
+            stack.callback(torch.index_select, x, 0, torch.tensor([7], device="tpu"), out=torch.empty(1, device="tpu"))
+            out.append(stack)
+        with pytest.raises(IndexError) as e:
+            torch.tpu.synchronize()
+    msg = str(e.value)
+    assert "contextlib.py" not in msg, msg
+    assert f"{__file__}:{line}" in msg, msg
+    device_still_works()
 
 
 def test_device_error_debug_raises_at_op(no_fallback):

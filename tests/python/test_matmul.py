@@ -225,3 +225,77 @@ def test_bool_not_implemented(mode):
     a = torch.ones(2, 2, dtype=torch.bool, device="tpu")
     with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
         torch.mm(a, a)
+
+
+# ---- reduced precision on CPUs without AVX-512 --------------------------------------------------
+CAPPED_ISA_SCRIPT = r"""
+import torch, torch_tpu
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+bf = torch.bfloat16
+
+
+def same(name, fn, *args, rtol=1.6e-2, atol=1e-5):
+    cpu = fn(*args)
+    dev = fn(*[a.to("tpu") for a in args]).cpu()
+    torch.testing.assert_close(dev, cpu, rtol=rtol, atol=atol)
+    # At least as accurate as one rounding of the exact product of the bf16 inputs (float64).
+    exact = fn(*[a.double() for a in args])
+    err = (dev.double() - exact).abs()
+    eps = 2.0 ** -8 if dev.dtype == bf else 2.0 ** -11
+    assert (err <= exact.abs() * eps + 1e-3).all(), (name, err.max().item())
+    print(name, "ok")
+
+
+a, b = torch.randn(33, 65).to(bf), torch.randn(65, 17).to(bf)
+same("mm", torch.mm, a, b)
+same("mm_f16", torch.mm, a.half(), b.half(), rtol=1e-3, atol=1e-3)
+same("mm_transposed", lambda x, y: x @ y.t(), a, b.t().contiguous())
+same("bmm", torch.bmm, torch.randn(3, 9, 40).to(bf), torch.randn(3, 40, 11).to(bf))
+same("linear", F.linear, torch.randn(4, 6, 32).to(bf), torch.randn(24, 32).to(bf), torch.randn(24).to(bf))
+x, w = torch.randn(2, 3, 12, 12).to(bf), torch.randn(8, 3, 3, 3).to(bf)
+cpu = F.conv2d(x, w, padding=1)
+dev = F.conv2d(x.to("tpu"), w.to("tpu"), padding=1).cpu()
+torch.testing.assert_close(dev, cpu, rtol=1.6e-2, atol=1e-2)
+print("conv2d ok")
+
+
+# torch.autocast("tpu"): forward and backward of a small conv + linear model, against CPU autocast.
+def model_and_grads(device, autocast_device):
+    torch.manual_seed(1)
+    conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+    lin = torch.nn.Linear(4 * 8 * 8, 10)
+    conv.to(device), lin.to(device)
+    inp = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(2)).to(device)
+    with torch.autocast(autocast_device, dtype=bf):
+        h = F.relu(conv(inp))
+        out = lin(h.flatten(1))
+    assert out.dtype == bf
+    loss = out.float().square().mean()
+    loss.backward()
+    return [t.detach().cpu() for t in (out, loss, conv.weight.grad, lin.weight.grad, lin.bias.grad)]
+
+
+for cpu_t, dev_t in zip(model_and_grads("cpu", "cpu"), model_and_grads("tpu", "tpu")):
+    torch.testing.assert_close(dev_t, cpu_t, rtol=2e-2, atol=2e-2)
+print("autocast ok")
+"""
+
+
+def test_reduced_precision_without_avx512():
+    # ONEDNN_MAX_CPU_ISA=AVX2 hides AVX-512 from oneDNN (read at its first use, so a fresh process):
+    # it then has no bf16/f16 matmul kernel, and the host executor computes through float32.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2", TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2])] +
+                                        [p for p in [env.get("PYTHONPATH")] if p])
+    r = subprocess.run([sys.executable, "-c", CAPPED_ISA_SCRIPT], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.split() == ["mm", "ok", "mm_f16", "ok", "mm_transposed", "ok", "bmm", "ok",
+                                "linear", "ok", "conv2d", "ok", "autocast", "ok"]

@@ -1,11 +1,29 @@
 // Layout and data-movement kernels: views for layout ops, constant, iota, concatenate, pad.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 
 #include "runtime/host/kernels.h"
 
 namespace tpu::host {
 namespace {
+
+// `v` as an integer of type T: truncated toward zero and wrapped to T's width as an integer
+// conversion does (300 -> u8 44). NaN gives 0; values beyond 64 bits saturate first (a plain
+// double -> integer cast is undefined there, and for any value outside T's range).
+template <typename T>
+T WrapToInt(double v) {
+  if (std::isnan(v)) return 0;
+  if constexpr (std::is_same_v<T, uint64_t>) {
+    if (v >= 0x1p63) return v >= 0x1p64 ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(v);
+  }
+  int64_t i = v >= 0x1p63    ? std::numeric_limits<int64_t>::max()
+              : v <= -0x1p63 ? std::numeric_limits<int64_t>::min()
+                             : static_cast<int64_t>(v);
+  return static_cast<T>(i);
+}
 
 // Writes `value` converted to `t` into dst.
 void StoreScalar(DType t, double value, void* dst) {
@@ -19,13 +37,13 @@ void StoreScalar(DType t, double value, void* dst) {
       (void)CopyView(src, out);
       break;
     }
-    case DType::kI64: *static_cast<int64_t*>(dst) = static_cast<int64_t>(value); break;
-    case DType::kU64: *static_cast<uint64_t*>(dst) = static_cast<uint64_t>(value); break;
-    case DType::kI32: *static_cast<int32_t*>(dst) = static_cast<int32_t>(value); break;
-    case DType::kU32: *static_cast<uint32_t*>(dst) = static_cast<uint32_t>(value); break;
-    case DType::kI16: *static_cast<int16_t*>(dst) = static_cast<int16_t>(value); break;
-    case DType::kI8: *static_cast<int8_t*>(dst) = static_cast<int8_t>(value); break;
-    case DType::kU8: *static_cast<uint8_t*>(dst) = static_cast<uint8_t>(value); break;
+    case DType::kI64: *static_cast<int64_t*>(dst) = WrapToInt<int64_t>(value); break;
+    case DType::kU64: *static_cast<uint64_t*>(dst) = WrapToInt<uint64_t>(value); break;
+    case DType::kI32: *static_cast<int32_t*>(dst) = WrapToInt<int32_t>(value); break;
+    case DType::kU32: *static_cast<uint32_t*>(dst) = WrapToInt<uint32_t>(value); break;
+    case DType::kI16: *static_cast<int16_t*>(dst) = WrapToInt<int16_t>(value); break;
+    case DType::kI8: *static_cast<int8_t*>(dst) = WrapToInt<int8_t>(value); break;
+    case DType::kU8: *static_cast<uint8_t*>(dst) = WrapToInt<uint8_t>(value); break;
     case DType::kBool: *static_cast<uint8_t*>(dst) = value != 0; break;
   }
 }

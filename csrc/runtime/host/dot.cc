@@ -1,7 +1,8 @@
 // dot_general: operands are viewed as [batch, M, K] x [batch, K, N] (a copy only when a group of
 // dims cannot be flattened as a view) and handed to oneDNN's matmul with their strides, so a
 // transposed weight is read in place. Primitives are cached by shape, strides and types.
-// float64 and integer products, which oneDNN does not cover, use a plain loop.
+// float64, integer and bool products, which oneDNN does not cover, use a plain loop; bfloat16/float16
+// on a CPU without oneDNN kernels for them run through float32 (Note [bf16 without AVX-512]).
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -101,6 +102,7 @@ dnnl::memory::data_type DnnlType(DType t) {
 // only swaps in the data pointers (building them per call cost more than a tiny product).
 struct MatmulEntry {
   std::vector<int64_t> key;  // the exact problem (the hash only picks the slot)
+  bool native = false;       // false: oneDNN has no kernel for these types on this CPU
   dnnl::matmul prim;
   dnnl::memory a, b, c;
   std::unordered_map<int, dnnl::memory> args;
@@ -118,20 +120,69 @@ Engine& GetEngine() {
   return *e;
 }
 
-template <typename T, typename Acc>
-void NaiveBmm(const char* a, const Operand3& A, const char* b, const Operand3& B, T* c, int64_t nb,
-              int64_t m, int64_t n, int64_t k) {
+// The plain loop over contiguous [nb, m, k] x [nb, k, n] operands of the accumulation type.
+template <typename Acc>
+void NaiveBmm(const Acc* a, const Acc* b, Acc* c, int64_t nb, int64_t m, int64_t n, int64_t k) {
   for (int64_t bi = 0; bi < nb; ++bi)
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         Acc acc = 0;
-        for (int64_t p = 0; p < k; ++p) {
-          const T* x = reinterpret_cast<const T*>(a) + bi * A.b.stride + i * A.m.stride + p * A.k.stride;
-          const T* y = reinterpret_cast<const T*>(b) + bi * B.b.stride + p * B.k.stride + j * B.m.stride;
-          acc += static_cast<Acc>(*x) * static_cast<Acc>(*y);
-        }
-        c[(bi * m + i) * n + j] = static_cast<T>(acc);
+        for (int64_t p = 0; p < k; ++p) acc += a[(bi * m + i) * k + p] * b[(bi * k + p) * n + j];
+        c[(bi * m + i) * n + j] = acc;
       }
+}
+
+// One [nb, m, k] x [nb, k, n] -> contiguous [nb, m, n] product; strides in elements.
+struct MatmulProblem {
+  int64_t nb, m, k, n;
+  dnnl::memory::dims astr, bstr;
+  dnnl::memory::data_type dt, odt;
+};
+
+// Runs the product with oneDNN (its primitive cached per problem). False when oneDNN has no
+// kernel for these types on this CPU; that answer is cached too.
+StatusOr<bool> RunMatmul(const MatmulProblem& p, void* a, void* b, void* c) {
+  using md = dnnl::memory::desc;
+  dnnl::memory::dims adims = {p.nb, p.m, p.k}, bdims = {p.nb, p.k, p.n}, cdims = {p.nb, p.m, p.n};
+  dnnl::memory::dims cstr = {p.m * p.n, p.n, 1};
+  std::vector<int64_t> exact = {p.nb, p.m, p.k, p.n, p.astr[0], p.astr[1], p.astr[2], p.bstr[0],
+                                p.bstr[1], p.bstr[2], static_cast<int64_t>(p.dt), static_cast<int64_t>(p.odt)};
+  uint64_t key = 0x646f74ULL;
+  for (int64_t v : exact) key = HashMix(key, static_cast<uint64_t>(v));
+  MatchOneDnnThreads();
+  Engine& e = GetEngine();
+  std::lock_guard<std::mutex> lock(e.mu);
+  MatmulEntry& entry = e.cache[key];
+  if (entry.key != exact) {
+    md amd(adims, p.dt, p.astr), bmd(bdims, p.dt, p.bstr), cmd(cdims, p.odt, cstr);
+    entry = MatmulEntry{};
+    entry.key = exact;
+    try {
+      dnnl::matmul::desc desc(amd, bmd, cmd);
+      dnnl::matmul::primitive_desc pd(desc, e.engine);
+      entry.prim = dnnl::matmul(pd);
+      entry.a = dnnl::memory(amd, e.engine, DNNL_MEMORY_NONE);
+      entry.b = dnnl::memory(bmd, e.engine, DNNL_MEMORY_NONE);
+      entry.c = dnnl::memory(cmd, e.engine, DNNL_MEMORY_NONE);
+      entry.args = {{DNNL_ARG_SRC, entry.a}, {DNNL_ARG_WEIGHTS, entry.b}, {DNNL_ARG_DST, entry.c}};
+      entry.native = true;
+    } catch (const dnnl::error& err) {
+      // For reduced precision: no kernel on this CPU (the caller computes in float32, where a
+      // problem oneDNN rejects for another reason fails with its message).
+      bool reduced = p.dt != dnnl::memory::data_type::f32 || p.odt != dnnl::memory::data_type::f32;
+      if (!reduced) {
+        e.cache.erase(key);
+        return Internal(std::string("oneDNN matmul creation failed: ") + err.what());
+      }
+    }
+  }
+  if (!entry.native) return false;
+  entry.a.set_data_handle(a);
+  entry.b.set_data_handle(b);
+  entry.c.set_data_handle(c);
+  entry.prim.execute(e.stream, entry.args);
+  e.stream.wait();
+  return true;
 }
 
 }  // namespace
@@ -156,52 +207,45 @@ Status RunDotGeneral(const Op& op, const View& lhs, const View& rhs, const View&
   if (rhs.dtype != t) return Internal("dot_general operand types differ");
   auto dt = DnnlType(t);
   auto odt = DnnlType(out.dtype);
-  if (dt == dnnl::memory::data_type::undef || odt == dnnl::memory::data_type::undef) {
-    switch (t) {
-      case DType::kF64: NaiveBmm<double, double>(static_cast<char*>(L.data), A, static_cast<char*>(R.data), B, static_cast<double*>(out.data), nb, m, n, k); break;
-      case DType::kI64: NaiveBmm<int64_t, int64_t>(static_cast<char*>(L.data), A, static_cast<char*>(R.data), B, static_cast<int64_t*>(out.data), nb, m, n, k); break;
-      case DType::kI32: NaiveBmm<int32_t, int64_t>(static_cast<char*>(L.data), A, static_cast<char*>(R.data), B, static_cast<int32_t*>(out.data), nb, m, n, k); break;
-      default: return Unimplemented(std::string("dot_general on ") + DTypeName(t));
-    }
-    return Status::Ok();
-  }
-  MatchOneDnnThreads();
-  using md = dnnl::memory::desc;
-  auto sb = [](const Flat& f, int64_t size) { return size == 1 ? int64_t{0} : f.stride; };
-  dnnl::memory::dims adims = {nb, m, k}, bdims = {nb, k, n}, cdims = {nb, m, n};
   dnnl::memory::dims astr = {nb == 1 ? m * k : A.b.stride, m == 1 ? k : A.m.stride, k == 1 ? 1 : A.k.stride};
   dnnl::memory::dims bstr = {nb == 1 ? k * n : B.b.stride, k == 1 ? n : B.k.stride, n == 1 ? 1 : B.m.stride};
-  dnnl::memory::dims cstr = {m * n, n, 1};
-  (void)sb;
-  std::vector<int64_t> exact = {nb, m, k, n, astr[0], astr[1], astr[2], bstr[0], bstr[1], bstr[2],
-                                static_cast<int64_t>(dt), static_cast<int64_t>(odt)};
-  uint64_t key = 0x646f74ULL;
-  for (int64_t v : exact) key = HashMix(key, static_cast<uint64_t>(v));
-  Engine& e = GetEngine();
-  std::lock_guard<std::mutex> lock(e.mu);
-  MatmulEntry& entry = e.cache[key];
-  if (entry.key != exact) {
-    md amd(adims, dt, astr), bmd(bdims, dt, bstr), cmd(cdims, odt, cstr);
-    try {
-      dnnl::matmul::desc desc(amd, bmd, cmd);
-      dnnl::matmul::primitive_desc pd(desc, e.engine);
-      entry.prim = dnnl::matmul(pd);
-      entry.a = dnnl::memory(amd, e.engine, DNNL_MEMORY_NONE);
-      entry.b = dnnl::memory(bmd, e.engine, DNNL_MEMORY_NONE);
-      entry.c = dnnl::memory(cmd, e.engine, DNNL_MEMORY_NONE);
-      entry.args = {{DNNL_ARG_SRC, entry.a}, {DNNL_ARG_WEIGHTS, entry.b}, {DNNL_ARG_DST, entry.c}};
-      entry.key = exact;
-    } catch (const dnnl::error& err) {
-      e.cache.erase(key);
-      return Internal(std::string("oneDNN matmul creation failed: ") + err.what());
+  View Lv{L.data, t, {nb, m, k}, {astr[0], astr[1], astr[2]}};
+  View Rv{R.data, t, {nb, k, n}, {bstr[0], bstr[1], bstr[2]}};
+  View O{out.data, out.dtype, {nb, m, n}, ContiguousStrides({nb, m, n})};
+  if (dt == dnnl::memory::data_type::undef || odt == dnnl::memory::data_type::undef) {
+    // What oneDNN does not take (float64, integers, bool, mixed result types): a plain loop in
+    // double for floating point, in wrapping 64-bit integers otherwise, converted to the result.
+    DType acc = IsFloat(t) ? DType::kF64 : DType::kI64;
+    std::vector<char> la, ra, oa(static_cast<size_t>(nb * m * n) * 8);
+    View La = Materialize(Lv, {0, 1, 2}, acc, la), Ra = Materialize(Rv, {0, 1, 2}, acc, ra);
+    if (acc == DType::kF64) {
+      NaiveBmm(static_cast<const double*>(La.data), static_cast<const double*>(Ra.data),
+               reinterpret_cast<double*>(oa.data()), nb, m, n, k);
+    } else {  // in unsigned arithmetic: integer products wrap, as PyTorch's do
+      NaiveBmm(static_cast<const uint64_t*>(La.data), static_cast<const uint64_t*>(Ra.data),
+               reinterpret_cast<uint64_t*>(oa.data()), nb, m, n, k);
     }
+    return CopyView(View{oa.data(), acc, O.dims, O.strides}, O);
   }
-  entry.a.set_data_handle(L.data);
-  entry.b.set_data_handle(R.data);
-  entry.c.set_data_handle(out.data);
-  entry.prim.execute(e.stream, entry.args);
-  e.stream.wait();
-  return Status::Ok();
+  MatmulProblem p{nb, m, k, n, astr, bstr, dt, odt};
+  TPU_ASSIGN_OR_RETURN(bool ran, RunMatmul(p, L.data, R.data, out.data));
+  if (ran) return Status::Ok();
+  // Note [bf16 without AVX-512]: oneDNN's bf16/f16 matmul needs AVX-512 (or AMX); on older
+  // x86-64 CPUs (and with ONEDNN_MAX_CPU_ISA=AVX2) it has no kernel. The operands are converted
+  // to float32 (exact), multiplied by the float32 kernel -- which accumulates in float32, as the
+  // bf16 kernels do -- and the result is rounded once to its type: at least as accurate.
+  std::vector<char> lf, rf, of;
+  View L32 = Materialize(Lv, {0, 1, 2}, DType::kF32, lf), R32 = Materialize(Rv, {0, 1, 2}, DType::kF32, rf);
+  View O32 = O;
+  if (out.dtype != DType::kF32) {
+    of.resize(static_cast<size_t>(nb * m * n) * 4);
+    O32 = View{of.data(), DType::kF32, O.dims, O.strides};
+  }
+  auto f32 = dnnl::memory::data_type::f32;
+  MatmulProblem p32{nb, m, k, n, {m * k, k, 1}, {k * n, n, 1}, f32, f32};
+  TPU_ASSIGN_OR_RETURN(ran, RunMatmul(p32, L32.data, R32.data, O32.data));
+  if (!ran) return Internal("oneDNN has no float32 matmul for this CPU");
+  return O32.data == O.data ? Status::Ok() : CopyView(O32, O);
 }
 
 }  // namespace tpu::host

@@ -1,6 +1,8 @@
 // dot_general through the host executor (oneDNN for f32/bf16, a plain loop for f64/integers).
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -146,6 +148,53 @@ TEST(DotTest, Bf16WithinTolerance) {
   }
 }
 
+// bf16 operands, batched, the rhs a transposed view, into a float32 and a bf16 result; float16
+// likewise. scripts/test.sh also runs this with ONEDNN_MAX_CPU_ISA=AVX2, where oneDNN has no
+// reduced-precision matmul and the kernel goes through float32 (Note [bf16 without AVX-512]).
+TEST(DotTest, ReducedPrecisionIntoEachResultType) {
+  const int64_t NB = 2, M = 5, K = 33, N = 7;
+  for (DType in : {DType::kBF16, DType::kF16}) {
+    for (DType res : {DType::kF32, in}) {
+      SCOPED_TRACE(std::string(DTypeName(in)) + " -> " + DTypeName(res));
+      auto to = [&](float f) -> uint16_t {
+        if (in == DType::kBF16) return ToBf16(f);
+        _Float16 h = static_cast<_Float16>(f);
+        uint16_t u;
+        std::memcpy(&u, &h, 2);
+        return u;
+      };
+      auto from = [&](uint16_t u) -> double {
+        if (in == DType::kBF16) return FromBf16(u);
+        _Float16 h;
+        std::memcpy(&h, &u, 2);
+        return static_cast<double>(h);
+      };
+      std::vector<uint16_t> a(NB * M * K), wt(NB * N * K);  // wt holds the rhs as [NB, N, K]
+      for (size_t i = 0; i < a.size(); ++i) a[i] = to(std::sin(0.37f * static_cast<float>(i)));
+      for (size_t i = 0; i < wt.size(); ++i) wt[i] = to(std::cos(0.11f * static_cast<float>(i)));
+      Builder b;
+      int x = b.Param(T(in, {NB, M, K}));
+      int y = b.Param(T(in, {NB, K, N}));
+      b.Result(b.DotGeneral(x, y, {0}, {0}, {2}, {1}, res));
+      std::vector<float> c32(NB * M * N);
+      std::vector<uint16_t> c16(NB * M * N);
+      Binding out = res == DType::kF32 ? Bind(c32, res, {NB, M, N}) : Bind(c16, res, {NB, M, N});
+      ASSERT_TRUE(RunProgram(b, Bindings(Bind(a, in, {NB, M, K}), Bind(wt, in, {NB, K, N}, {N * K, 1, K})),
+                             Bindings(std::move(out)))
+                      .ok());
+      auto want = RefBmm(NB, M, K, N, [&](int64_t bi, int64_t i, int64_t p) { return from(a[(bi * M + i) * K + p]); },
+                         [&](int64_t bi, int64_t p, int64_t j) { return from(wt[(bi * N + j) * K + p]); });
+      for (int64_t i = 0; i < NB * M * N; ++i) {
+        double got = res == DType::kF32 ? c32[i] : from(c16[i]);
+        // float32 accumulation of exact products; a reduced result adds its one rounding.
+        double tol = res == DType::kF32 ? 1e-5 * (1 + std::fabs(want[i]))
+                                        : std::fabs(want[i]) * (in == DType::kBF16 ? 1.0 / 128 : 1.0 / 1024) + 1e-3;
+        EXPECT_NEAR(got, want[i], tol) << i;
+      }
+    }
+  }
+}
+
 TEST(DotTest, F64AndIntegersUseTheNaiveLoop) {
   const int64_t M = 3, K = 4, N = 5;
   std::vector<double> a(M * K), w(K * N), c(M * N);
@@ -181,6 +230,50 @@ TEST(DotTest, F64AndIntegersUseTheNaiveLoop) {
       EXPECT_EQ(c[i * N + j], s) << i << "," << j;
       EXPECT_EQ(ci[i * N + j], static_cast<int32_t>(si)) << i << "," << j;
     }
+}
+
+// Result types other than the operands' (float64 into float32 once wrote doubles over a float
+// buffer), and integer types the plain loop did not take (int8 was Unimplemented).
+TEST(DotTest, PlainLoopConvertsToAnyResultType) {
+  const int64_t M = 3, K = 4, N = 2;
+  std::vector<double> a(M * K), w(K * N);
+  std::vector<int8_t> ai(M * K), wi(K * N);
+  for (int64_t i = 0; i < M * K; ++i) a[i] = SmallValue(i, 1), ai[i] = static_cast<int8_t>(i * 13 - 60);
+  for (int64_t i = 0; i < K * N; ++i) w[i] = SmallValue(i, 2), wi[i] = static_cast<int8_t>(90 - i * 11);
+  auto want = RefBmm(1, M, K, N, [&](int64_t, int64_t i, int64_t p) { return a[i * K + p]; },
+                     [&](int64_t, int64_t p, int64_t j) { return w[p * N + j]; });
+  auto want_i = RefBmm(1, M, K, N, [&](int64_t, int64_t i, int64_t p) { return ai[i * K + p]; },
+                       [&](int64_t, int64_t p, int64_t j) { return wi[p * N + j]; });
+  {
+    Builder b;
+    int x = b.Param(T(DType::kF64, {M, K}));
+    int y = b.Param(T(DType::kF64, {K, N}));
+    b.Result(b.DotGeneral(x, y, {}, {}, {1}, {0}, F));
+    std::vector<float> c(M * N + 4, -1.0f);  // the tail must stay untouched
+    Status s = RunProgram(b, Bindings(Bind(a, DType::kF64, {M, K}), Bind(w, DType::kF64, {K, N})),
+                          Bindings(Bind(c, F, {M, N})));
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    for (int64_t i = 0; i < M * N; ++i) EXPECT_EQ(c[i], static_cast<float>(want[i])) << i;
+    for (int64_t i = M * N; i < M * N + 4; ++i) EXPECT_EQ(c[i], -1.0f);
+  }
+  for (DType res : {DType::kI32, DType::kI8}) {
+    SCOPED_TRACE(DTypeName(res));
+    Builder b;
+    int x = b.Param(T(DType::kI8, {M, K}));
+    int y = b.Param(T(DType::kI8, {K, N}));
+    b.Result(b.DotGeneral(x, y, {}, {}, {1}, {0}, res));
+    std::vector<int32_t> c32(M * N);
+    std::vector<int8_t> c8(M * N);
+    Binding out = res == DType::kI32 ? Bind(c32, res, {M, N}) : Bind(c8, res, {M, N});
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(ai, DType::kI8, {M, K}), Bind(wi, DType::kI8, {K, N})),
+                           Bindings(std::move(out)))
+                    .ok());
+    for (int64_t i = 0; i < M * N; ++i) {
+      int64_t exact = static_cast<int64_t>(want_i[i]);
+      if (res == DType::kI32) EXPECT_EQ(c32[i], exact) << i;
+      else EXPECT_EQ(c8[i], static_cast<int8_t>(exact)) << i;  // wraps, as PyTorch's int8 mm does
+    }
+  }
 }
 
 TEST(DotTest, EmptyContractionIsZero) {

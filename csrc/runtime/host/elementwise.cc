@@ -11,11 +11,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <type_traits>
 
 #include "base/thread_pool.h"
 #include "runtime/host/elementwise_simd.h"
 #include "runtime/host/kernels.h"
+#include "runtime/host/wrapping.h"
 
 namespace tpu::host {
 namespace {
@@ -222,53 +224,54 @@ inline T Sign(T x) {
   return static_cast<T>((T(0) < x) - (x < T(0)));
 }
 
+// Note [Unimplemented elementwise]: the loops return false for an (op, register class) they do not
+// implement (exp on integers, xor on floats): RunFusedRegion asks each op once with no elements,
+// before any tile runs, and returns Unimplemented -- an output is never left zeroed or unwritten.
 template <typename T>
-void UnaryLoop(OpCode code, const T* a, T* o, int64_t n) {
+bool UnaryLoop(OpCode code, const T* a, T* o, int64_t n) {
   switch (code) {
-    case OpCode::kAbs: for (int64_t i = 0; i < n; ++i) o[i] = a[i] < 0 ? -a[i] : a[i]; return;
-    case OpCode::kNegate: for (int64_t i = 0; i < n; ++i) o[i] = -a[i]; return;
-    case OpCode::kSign: for (int64_t i = 0; i < n; ++i) o[i] = Sign(a[i]); return;
-    case OpCode::kNot:
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(~static_cast<int64_t>(a[i]));
-      return;
+    case OpCode::kAbs: for (int64_t i = 0; i < n; ++i) o[i] = a[i] < 0 ? WrapNeg(a[i]) : a[i]; return true;
+    case OpCode::kNegate: for (int64_t i = 0; i < n; ++i) o[i] = WrapNeg(a[i]); return true;
+    case OpCode::kSign: for (int64_t i = 0; i < n; ++i) o[i] = Sign(a[i]); return true;
     default: break;
   }
   if constexpr (std::is_floating_point_v<T>) {
     switch (code) {
-      case OpCode::kExp: for (int64_t i = 0; i < n; ++i) o[i] = std::exp(a[i]); return;
-      case OpCode::kExpm1: for (int64_t i = 0; i < n; ++i) o[i] = std::expm1(a[i]); return;
-      case OpCode::kLog: for (int64_t i = 0; i < n; ++i) o[i] = std::log(a[i]); return;
-      case OpCode::kLog1p: for (int64_t i = 0; i < n; ++i) o[i] = std::log1p(a[i]); return;
-      case OpCode::kSqrt: for (int64_t i = 0; i < n; ++i) o[i] = std::sqrt(a[i]); return;
-      case OpCode::kRsqrt: for (int64_t i = 0; i < n; ++i) o[i] = T(1) / std::sqrt(a[i]); return;
-      case OpCode::kTanh: for (int64_t i = 0; i < n; ++i) o[i] = std::tanh(a[i]); return;
-      case OpCode::kLogistic: for (int64_t i = 0; i < n; ++i) o[i] = T(1) / (T(1) + std::exp(-a[i])); return;
-      case OpCode::kSine: for (int64_t i = 0; i < n; ++i) o[i] = std::sin(a[i]); return;
-      case OpCode::kCosine: for (int64_t i = 0; i < n; ++i) o[i] = std::cos(a[i]); return;
-      case OpCode::kFloor: for (int64_t i = 0; i < n; ++i) o[i] = std::floor(a[i]); return;
-      case OpCode::kCeil: for (int64_t i = 0; i < n; ++i) o[i] = std::ceil(a[i]); return;
-      case OpCode::kRoundNearestEven: for (int64_t i = 0; i < n; ++i) o[i] = std::nearbyint(a[i]); return;
-      case OpCode::kErf: for (int64_t i = 0; i < n; ++i) o[i] = std::erf(a[i]); return;
+      case OpCode::kExp: for (int64_t i = 0; i < n; ++i) o[i] = std::exp(a[i]); return true;
+      case OpCode::kExpm1: for (int64_t i = 0; i < n; ++i) o[i] = std::expm1(a[i]); return true;
+      case OpCode::kLog: for (int64_t i = 0; i < n; ++i) o[i] = std::log(a[i]); return true;
+      case OpCode::kLog1p: for (int64_t i = 0; i < n; ++i) o[i] = std::log1p(a[i]); return true;
+      case OpCode::kSqrt: for (int64_t i = 0; i < n; ++i) o[i] = std::sqrt(a[i]); return true;
+      case OpCode::kRsqrt: for (int64_t i = 0; i < n; ++i) o[i] = T(1) / std::sqrt(a[i]); return true;
+      case OpCode::kTanh: for (int64_t i = 0; i < n; ++i) o[i] = std::tanh(a[i]); return true;
+      case OpCode::kLogistic: for (int64_t i = 0; i < n; ++i) o[i] = T(1) / (T(1) + std::exp(-a[i])); return true;
+      case OpCode::kSine: for (int64_t i = 0; i < n; ++i) o[i] = std::sin(a[i]); return true;
+      case OpCode::kCosine: for (int64_t i = 0; i < n; ++i) o[i] = std::cos(a[i]); return true;
+      case OpCode::kFloor: for (int64_t i = 0; i < n; ++i) o[i] = std::floor(a[i]); return true;
+      case OpCode::kCeil: for (int64_t i = 0; i < n; ++i) o[i] = std::ceil(a[i]); return true;
+      case OpCode::kRoundNearestEven: for (int64_t i = 0; i < n; ++i) o[i] = std::nearbyint(a[i]); return true;
+      case OpCode::kErf: for (int64_t i = 0; i < n; ++i) o[i] = std::erf(a[i]); return true;
       default: break;
     }
   } else {
-    switch (code) {  // integer rounding ops are the identity
-      case OpCode::kFloor: case OpCode::kCeil: case OpCode::kRoundNearestEven:
+    switch (code) {
+      case OpCode::kFloor: case OpCode::kCeil: case OpCode::kRoundNearestEven:  // the identity
         std::copy(a, a + n, o);
-        return;
+        return true;
+      case OpCode::kNot:
+        for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(~a[i]);
+        return true;
       default: break;
     }
   }
-  // Remaining combinations (e.g. exp on integers) are rejected by the lowering; keep memory defined.
-  std::fill(o, o + n, T(0));
+  return false;  // e.g. exp on integers, not on floats
 }
 
 template <typename T>
 inline T IntDiv(T a, T b) {
   if (b == 0) return T(-1);  // StableHLO: x/0 on integers is all ones; never trap
-  // x / -1 without the INT_MIN / -1 trap: negate in unsigned arithmetic (INT_MIN stays INT_MIN).
-  if (std::is_signed_v<T> && b == T(-1))
-    return static_cast<T>(std::make_unsigned_t<T>{0} - static_cast<std::make_unsigned_t<T>>(a));
+  // x / -1 without the INT_MIN / -1 trap: a wrapping negation (INT_MIN stays INT_MIN).
+  if (std::is_signed_v<T> && b == T(-1)) return WrapNeg(a);
   return a / b;
 }
 template <typename T>
@@ -279,46 +282,46 @@ inline T IntRem(T a, T b) {
 }
 
 template <typename T>
-void BinaryLoop(OpCode code, const T* a, const T* b, T* o, int64_t n) {
+bool BinaryLoop(OpCode code, const T* a, const T* b, T* o, int64_t n) {
   switch (code) {
-    case OpCode::kAdd: for (int64_t i = 0; i < n; ++i) o[i] = a[i] + b[i]; return;
-    case OpCode::kSubtract: for (int64_t i = 0; i < n; ++i) o[i] = a[i] - b[i]; return;
-    case OpCode::kMultiply: for (int64_t i = 0; i < n; ++i) o[i] = a[i] * b[i]; return;
+    case OpCode::kAdd: for (int64_t i = 0; i < n; ++i) o[i] = WrapAdd(a[i], b[i]); return true;
+    case OpCode::kSubtract: for (int64_t i = 0; i < n; ++i) o[i] = WrapSub(a[i], b[i]); return true;
+    case OpCode::kMultiply: for (int64_t i = 0; i < n; ++i) o[i] = WrapMul(a[i], b[i]); return true;
     case OpCode::kMaximum:
       for (int64_t i = 0; i < n; ++i) o[i] = (a[i] > b[i] || a[i] != a[i]) ? a[i] : b[i];
-      return;
+      return true;
     case OpCode::kMinimum:
       for (int64_t i = 0; i < n; ++i) o[i] = (a[i] < b[i] || a[i] != a[i]) ? a[i] : b[i];
-      return;
+      return true;
     default: break;
   }
   if constexpr (std::is_floating_point_v<T>) {
     switch (code) {
-      case OpCode::kDivide: for (int64_t i = 0; i < n; ++i) o[i] = a[i] / b[i]; return;
-      case OpCode::kRemainder: for (int64_t i = 0; i < n; ++i) o[i] = std::fmod(a[i], b[i]); return;
-      case OpCode::kPower: for (int64_t i = 0; i < n; ++i) o[i] = std::pow(a[i], b[i]); return;
-      case OpCode::kAtan2: for (int64_t i = 0; i < n; ++i) o[i] = std::atan2(a[i], b[i]); return;
+      case OpCode::kDivide: for (int64_t i = 0; i < n; ++i) o[i] = a[i] / b[i]; return true;
+      case OpCode::kRemainder: for (int64_t i = 0; i < n; ++i) o[i] = std::fmod(a[i], b[i]); return true;
+      case OpCode::kPower: for (int64_t i = 0; i < n; ++i) o[i] = std::pow(a[i], b[i]); return true;
+      case OpCode::kAtan2: for (int64_t i = 0; i < n; ++i) o[i] = std::atan2(a[i], b[i]); return true;
       default: break;
     }
   } else {
     switch (code) {
-      case OpCode::kDivide: for (int64_t i = 0; i < n; ++i) o[i] = IntDiv(a[i], b[i]); return;
-      case OpCode::kRemainder: for (int64_t i = 0; i < n; ++i) o[i] = IntRem(a[i], b[i]); return;
-      case OpCode::kAnd: for (int64_t i = 0; i < n; ++i) o[i] = a[i] & b[i]; return;
-      case OpCode::kOr: for (int64_t i = 0; i < n; ++i) o[i] = a[i] | b[i]; return;
-      case OpCode::kXor: for (int64_t i = 0; i < n; ++i) o[i] = a[i] ^ b[i]; return;
+      case OpCode::kDivide: for (int64_t i = 0; i < n; ++i) o[i] = IntDiv(a[i], b[i]); return true;
+      case OpCode::kRemainder: for (int64_t i = 0; i < n; ++i) o[i] = IntRem(a[i], b[i]); return true;
+      case OpCode::kAnd: for (int64_t i = 0; i < n; ++i) o[i] = a[i] & b[i]; return true;
+      case OpCode::kOr: for (int64_t i = 0; i < n; ++i) o[i] = a[i] | b[i]; return true;
+      case OpCode::kXor: for (int64_t i = 0; i < n; ++i) o[i] = a[i] ^ b[i]; return true;
       case OpCode::kPower:
         for (int64_t i = 0; i < n; ++i) {
           T base = a[i], e = b[i], r = 1;
           if (e < 0) { r = (base == 1) ? 1 : (base == -1 ? ((e & 1) ? -1 : 1) : 0); o[i] = r; continue; }
-          while (e) { if (e & 1) r *= base; base *= base; e >>= 1; }
+          while (e) { if (e & 1) r = WrapMul(r, base); base = WrapMul(base, base); e >>= 1; }
           o[i] = r;
         }
-        return;
+        return true;
       default: break;
     }
   }
-  std::fill(o, o + n, T(0));
+  return false;  // e.g. and/or/xor on floats, atan2 on integers
 }
 
 template <typename T>
@@ -360,52 +363,60 @@ void DispatchClass(Rc rc, F&& f) {
   }
 }
 
-// Runs one op over registers. `in` are register pointers of the operand classes.
-void RunOp(const Graph& g, const Op& op, const void* const* in, void* out, int64_t n) {
+// Runs one op over registers. `in` are register pointers of the operand classes. False: no kernel
+// for this op on this type (Note [Unimplemented elementwise]); with n == 0 that is all it does.
+bool RunOp(const Graph& g, const Op& op, const void* const* in, void* out, int64_t n) {
   Rc rc = ClassOf(g.TypeOf(op.operands[0]).dtype);
   switch (GetOpKind(op.code)) {
-    case OpKind::Unary:
+    case OpKind::Unary: {
       if (op.code == OpCode::kConvert) {
         Convert(rc, in[0], op.type.dtype, out, n);
-        return;
+        return true;
       }
       if (op.code == OpCode::kIsFinite) {
         int32_t* o = static_cast<int32_t*>(out);
         if (rc == Rc::kF32) for (int64_t i = 0; i < n; ++i) o[i] = std::isfinite(static_cast<const float*>(in[0])[i]);
         else if (rc == Rc::kF64) for (int64_t i = 0; i < n; ++i) o[i] = std::isfinite(static_cast<const double*>(in[0])[i]);
         else for (int64_t i = 0; i < n; ++i) o[i] = 1;
-        return;
+        return true;
       }
       if (op.code == OpCode::kNot && op.type.dtype == DType::kBool) {
         const int32_t* a = static_cast<const int32_t*>(in[0]);
         int32_t* o = static_cast<int32_t*>(out);
         for (int64_t i = 0; i < n; ++i) o[i] = !a[i];
-        return;
+        return true;
       }
       if (rc == Rc::kF32 && UnaryF32Simd(op.code, static_cast<const float*>(in[0]), static_cast<float*>(out), n))
         break;
+      bool done = false;
       DispatchClass(rc, [&](auto t) {
         using T = decltype(t);
-        UnaryLoop<T>(op.code, static_cast<const T*>(in[0]), static_cast<T*>(out), n);
+        done = UnaryLoop<T>(op.code, static_cast<const T*>(in[0]), static_cast<T*>(out), n);
       });
+      if (!done) return false;
       break;
-    case OpKind::Binary:
+    }
+    case OpKind::Binary: {
       if (op.code == OpCode::kCompare) {
         DispatchClass(rc, [&](auto t) {
           using T = decltype(t);
           CompareLoop<T>(static_cast<CompareDirection>(op.attrs.kind), static_cast<const T*>(in[0]),
                          static_cast<const T*>(in[1]), static_cast<int32_t*>(out), n);
         });
-        return;
+        return true;
       }
       if (rc == Rc::kF32 && BinaryF32Simd(op.code, static_cast<const float*>(in[0]),
                                           static_cast<const float*>(in[1]), static_cast<float*>(out), n))
         break;
+      bool done = false;
       DispatchClass(rc, [&](auto t) {
         using T = decltype(t);
-        BinaryLoop<T>(op.code, static_cast<const T*>(in[0]), static_cast<const T*>(in[1]), static_cast<T*>(out), n);
+        done = BinaryLoop<T>(op.code, static_cast<const T*>(in[0]), static_cast<const T*>(in[1]),
+                             static_cast<T*>(out), n);
       });
+      if (!done) return false;
       break;
+    }
     case OpKind::Ternary: {
       Rc vc = ClassOf(op.type.dtype);
       DispatchClass(vc, [&](auto t) {
@@ -417,12 +428,13 @@ void RunOp(const Graph& g, const Op& op, const void* const* in, void* out, int64
           ClampLoop<T>(static_cast<const T*>(in[0]), static_cast<const T*>(in[1]),
                        static_cast<const T*>(in[2]), static_cast<T*>(out), n);
       });
-      return;  // select/clamp pick existing values: no rounding needed
+      return true;  // select/clamp pick existing values: no rounding needed
     }
     default:
-      return;
+      return false;  // not an elementwise op
   }
   RoundToDType(out, op.type.dtype, n);
+  return true;
 }
 
 // Merges dimensions that are contiguous for every operand and drops size-1 dims.
@@ -524,10 +536,20 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
   }
 
   const int nslots = nin + nops;
+  if (nslots > kMaxRegionValues) return Internal("fused region with more values than register slots");
+  // Every op asked once, with no elements, whether it has a kernel for its types: an unsupported
+  // one fails the region before anything is written (Note [Unimplemented elementwise]).
+  for (int i = 0; i < nops; ++i) {
+    const Op& op = g.ops[region.ops[i]];
+    const void* none[3] = {nullptr, nullptr, nullptr};
+    if (!RunOp(g, op, none, nullptr, 0)) {
+      return Unimplemented(std::string(OpName(op.code)) + " is not implemented for " +
+                           DTypeName(g.TypeOf(op.operands[0]).dtype) + " operands on the host executor");
+    }
+  }
   ForEachTile(dims, operands, [&](const int64_t* off, int64_t len) {
     alignas(64) thread_local static char storage[kMaxRegionValues][kTile * 8];
     void* regs[kMaxRegionValues];
-    if (nslots > kMaxRegionValues) return;  // guarded below
     for (int k = 0; k < nin; ++k) {
       const Operand& o = operands[k];
       const char* p = o.base + off[k] * o.elem;
@@ -556,7 +578,7 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
       const void* in[3];
       const auto& slots = region.operand_slots[i];
       for (size_t j = 0; j < slots.size(); ++j) in[j] = regs[slots[j]];
-      RunOp(g, op, in, out, len);
+      (void)RunOp(g, op, in, out, len);  // every op was checked above
       regs[slot] = out;
     }
     for (int k = 0; k < nout; ++k) {
@@ -565,7 +587,6 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
       Store(o.dtype, regs[out_slot[k]], len, o.base + off[nin + k] * o.elem, inner_stride(o));
     }
   });
-  if (nslots > kMaxRegionValues) return Internal("fused region with more values than register slots");
   return Status::Ok();
 }
 

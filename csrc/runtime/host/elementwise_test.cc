@@ -298,3 +298,91 @@ TEST(ElementwiseTest, TranscendentalsMatchLibm) {
 
 }  // namespace
 }  // namespace tpu::host::testing
+
+namespace tpu::host::testing {
+namespace {
+
+// An elementwise op meeting a type it has no kernel for fails with Unimplemented naming the op
+// and the type -- and writes nothing (it once filled zeros). Note [Unimplemented elementwise].
+TEST(ElementwiseTest, UnimplementedCombinationsRaiseAndWriteNothing) {
+  struct Case {
+    OpCode code;
+    DType dtype;
+    bool binary;
+  };
+  for (Case c : {Case{OpCode::kExp, DType::kI32, false}, Case{OpCode::kLog1p, DType::kI64, false},
+                 Case{OpCode::kSqrt, DType::kU8, false}, Case{OpCode::kNot, DType::kF32, false},
+                 Case{OpCode::kAnd, DType::kF32, true}, Case{OpCode::kXor, DType::kF64, true},
+                 Case{OpCode::kAtan2, DType::kI64, true}}) {
+    SCOPED_TRACE(std::string(OpName(c.code)) + " on " + DTypeName(c.dtype));
+    Builder b;
+    int x = b.Param(T(c.dtype, {5}));
+    // Fused with a supported op, so the region has work before the unsupported one.
+    int y = b.Binary(OpCode::kAdd, x, x);
+    b.Result(c.binary ? b.Binary(c.code, y, x) : b.Unary(c.code, y));
+    std::vector<int64_t> in(5, 0), out(5, 0x5a5a5a5a5a5a5a5a);  // 8 bytes per element is enough
+    Status s = RunProgram(b, Bindings(Bind(in.data(), c.dtype, {5})), Bindings(Bind(out.data(), c.dtype, {5})));
+    EXPECT_EQ(s.code(), Code::kUnimplemented) << s.ToString();
+    EXPECT_NE(s.message().find(OpName(c.code)), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(DTypeName(c.dtype)), std::string::npos) << s.message();
+    for (int64_t v : out) EXPECT_EQ(v, 0x5a5a5a5a5a5a5a5a);
+  }
+}
+
+TEST(ElementwiseTest, NotOnIntegersAndBool) {
+  Builder b;
+  int x = b.Param(T(DType::kU8, {3}));
+  int p = b.Param(T(DType::kBool, {2}));
+  b.Result(b.Unary(OpCode::kNot, x));
+  b.Result(b.Unary(OpCode::kNot, p));
+  std::vector<uint8_t> xv = {0, 5, 255}, pv = {0, 1}, o1(3), o2(2);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(xv, DType::kU8, {3}), Bind(pv, DType::kBool, {2})),
+                         Bindings(Bind(o1, DType::kU8, {3}), Bind(o2, DType::kBool, {2})))
+                  .ok());
+  EXPECT_EQ(o1, (std::vector<uint8_t>{255, 250, 0}));
+  EXPECT_EQ(o2, (std::vector<uint8_t>{1, 0}));
+}
+
+}  // namespace
+}  // namespace tpu::host::testing
+
+namespace tpu::host::testing {
+namespace {
+
+// Integer arithmetic wraps like PyTorch's (two's complement), without signed overflow, which C++
+// leaves undefined (the ASan+UBSan run of scripts/sanitize.sh aborts on it).
+TEST(ElementwiseTest, IntegerArithmeticWraps) {
+  constexpr int32_t kMax = std::numeric_limits<int32_t>::max(), kMin = std::numeric_limits<int32_t>::min();
+  Builder b;
+  int x = b.Param(T(DType::kI32, {3}));
+  int y = b.Param(T(DType::kI32, {3}));
+  b.Result(b.Binary(OpCode::kAdd, x, y));
+  b.Result(b.Binary(OpCode::kSubtract, x, y));
+  b.Result(b.Binary(OpCode::kMultiply, x, y));
+  b.Result(b.Unary(OpCode::kNegate, x));
+  b.Result(b.Unary(OpCode::kAbs, x));
+  b.Result(b.Binary(OpCode::kPower, x, y));
+  std::vector<int32_t> xv = {kMax, kMin, 65536}, yv = {1, 1, 3};
+  std::vector<std::vector<int32_t>> o(6, std::vector<int32_t>(3));
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(xv, DType::kI32, {3}), Bind(yv, DType::kI32, {3})),
+                         Bindings(Bind(o[0], DType::kI32, {3}), Bind(o[1], DType::kI32, {3}),
+                                  Bind(o[2], DType::kI32, {3}), Bind(o[3], DType::kI32, {3}),
+                                  Bind(o[4], DType::kI32, {3}), Bind(o[5], DType::kI32, {3})))
+                  .ok());
+  EXPECT_EQ(o[0], (std::vector<int32_t>{kMin, kMin + 1, 65539}));
+  EXPECT_EQ(o[1], (std::vector<int32_t>{kMax - 1, kMax, 65533}));
+  EXPECT_EQ(o[2], (std::vector<int32_t>{kMax, kMin, 196608}));
+  EXPECT_EQ(o[3], (std::vector<int32_t>{-kMax, kMin, -65536}));
+  EXPECT_EQ(o[4], (std::vector<int32_t>{kMax, kMin, 65536}));  // abs(INT_MIN) is INT_MIN
+  EXPECT_EQ(o[5], (std::vector<int32_t>{kMax, kMin, 0}));      // 2^48 wraps to 0
+
+  Builder s;
+  int v = s.Param(T(DType::kI64, {2}));
+  s.Result(s.Reduce(v, s.Constant(0, DType::kI64), {0}, ReduceKind::kAdd));
+  std::vector<int64_t> vv = {std::numeric_limits<int64_t>::max(), 2}, sum(1);
+  ASSERT_TRUE(RunProgram(s, Bindings(Bind(vv, DType::kI64, {2})), Bindings(Bind(sum, DType::kI64, {}))).ok());
+  EXPECT_EQ(sum[0], std::numeric_limits<int64_t>::min() + 1);
+}
+
+}  // namespace
+}  // namespace tpu::host::testing

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/host/kernels.h"
+#include "runtime/host/wrapping.h"
 
 namespace tpu::host {
 namespace {
@@ -149,8 +150,8 @@ namespace {
 template <typename T>
 void Apply(ReduceKind k, T* dst, const T* src) {
   switch (k) {
-    case ReduceKind::kAdd: *dst += *src; break;
-    case ReduceKind::kMul: *dst *= *src; break;
+    case ReduceKind::kAdd: *dst = WrapAdd(*dst, *src); break;
+    case ReduceKind::kMul: *dst = WrapMul(*dst, *src); break;
     case ReduceKind::kMax: *dst = (*src > *dst || *src != *src) ? *src : *dst; break;
     case ReduceKind::kMin: *dst = (*src < *dst || *src != *src) ? *src : *dst; break;
     case ReduceKind::kAnd: *dst = *dst && *src; break;
@@ -165,6 +166,11 @@ Status RunScatter(const Op& op, const View& operand, const View& indices, const 
   const Attrs& a = op.attrs;
   ReduceKind kind = static_cast<ReduceKind>(a.kind & 0xff);
   bool checked = (a.kind >> 8) != 0;
+  bool typed = out.dtype == DType::kF32 || out.dtype == DType::kF64 || out.dtype == DType::kI64 ||
+               out.dtype == DType::kI32;
+  if (!typed && kind != ReduceKind::kReplace)  // refused before anything is written
+    return Unimplemented(std::string("scatter with a combiner on ") + DTypeName(out.dtype) +
+                         " (compute it in float32)");
   TPU_RETURN_IF_ERROR(CopyView(operand, out));
   if (int64_t d = AlongOneDim(a, out.dims, updates_in.dims, indices, false);
       d >= 0 && out.dtype == DType::kF32 && out.IsContiguous()) {
@@ -243,10 +249,7 @@ Status RunScatter(const Op& op, const View& operand, const View& indices, const 
       case DType::kF64: Apply(kind, reinterpret_cast<double*>(p), reinterpret_cast<const double*>(q)); break;
       case DType::kI64: Apply(kind, reinterpret_cast<int64_t*>(p), reinterpret_cast<const int64_t*>(q)); break;
       case DType::kI32: Apply(kind, reinterpret_cast<int32_t*>(p), reinterpret_cast<const int32_t*>(q)); break;
-      default:
-        if (kind != ReduceKind::kReplace)
-          return Unimplemented(std::string("scatter with a combiner on ") + DTypeName(out.dtype) +
-                               " (compute it in float32)");
+      default:  // a replacement (combiners on other types were refused above)
         std::memcpy(p, q, elem);
     }
   }

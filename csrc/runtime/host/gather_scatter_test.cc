@@ -188,13 +188,14 @@ TEST(ScatterTest, Bf16CombinerIsUnimplemented) {
   int i = b.Param(T(DType::kI64, {1, 1}));
   int u = b.Param(T(DType::kBF16, {1}));
   b.Result(b.Scatter(o, i, u, {}, {0}, {0}, ReduceKind::kAdd));
-  std::vector<uint16_t> operand(4), updates(1), out(4);
+  std::vector<uint16_t> operand(4, 0x3f80), updates(1), out(4, 0x7777);
   std::vector<int64_t> idx = {1};
   Status s = RunProgram(b, Bindings(Bind(operand, DType::kBF16, {4}), Bind(idx, DType::kI64, {1, 1}),
                                     Bind(updates, DType::kBF16, {1})),
                         Bindings(Bind(out, DType::kBF16, {4})));
   EXPECT_EQ(s.code(), Code::kUnimplemented);
   EXPECT_NE(s.message().find("bf16"), std::string::npos) << s.message();
+  EXPECT_EQ(out, std::vector<uint16_t>(4, 0x7777));  // refused before writing anything
 }
 
 // index_select / index_add along a middle dim (the fast paths of both kernels) against loops:

@@ -4,7 +4,14 @@
 // cores), oversubscribing the machine next to PyTorch's own pool and our thread pool.
 #pragma once
 
+#if __has_include(<omp.h>)
 #include <omp.h>
+#else
+// A compiler without OpenMP headers of its own (clang for the sanitizer builds) still links
+// libgomp, oneDNN's runtime: the two calls used here.
+extern "C" int omp_get_max_threads(void);
+extern "C" void omp_set_num_threads(int);
+#endif
 
 #include "base/thread_pool.h"
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/host/kernels.h"
+#include "runtime/host/wrapping.h"
 
 namespace tpu::host {
 namespace {
@@ -23,8 +24,8 @@ DType AccType(DType t) {
 template <typename T>
 inline T Combine(ReduceKind k, T a, T b) {
   switch (k) {
-    case ReduceKind::kAdd: return a + b;
-    case ReduceKind::kMul: return a * b;
+    case ReduceKind::kAdd: return WrapAdd(a, b);
+    case ReduceKind::kMul: return WrapMul(a, b);
     case ReduceKind::kMax: return (a > b || a != a) ? a : b;
     case ReduceKind::kMin: return (a < b || a != a) ? a : b;
     case ReduceKind::kAnd: return (a != T(0)) && (b != T(0));

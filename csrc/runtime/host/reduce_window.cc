@@ -11,6 +11,7 @@
 #include "base/thread_pool.h"
 #include "ir/window.h"
 #include "runtime/host/kernels.h"
+#include "runtime/host/wrapping.h"
 
 namespace tpu::host {
 namespace {
@@ -112,8 +113,8 @@ void FoldWindows(const Tables& t, const Dims (&strides)[N], int64_t begin, int64
 
 template <ReduceKind K, typename T>
 inline T Combine(T a, T b) {
-  if constexpr (K == ReduceKind::kAdd) return a + b;
-  if constexpr (K == ReduceKind::kMul) return a * b;
+  if constexpr (K == ReduceKind::kAdd) return WrapAdd(a, b);
+  if constexpr (K == ReduceKind::kMul) return WrapMul(a, b);
   if constexpr (K == ReduceKind::kMax) return (a > b || a != a) ? a : b;  // NaN propagates
   if constexpr (K == ReduceKind::kMin) return (a < b || a != a) ? a : b;
   if constexpr (K == ReduceKind::kAnd) return (a != T(0)) && (b != T(0));

@@ -3,7 +3,9 @@
     python -m tests.python.opinfo.report                 # all of op_db -> docs/ops.md
     python -m tests.python.opinfo.report --ops add,mul   # a few ops, printed only
 
-The walk runs in a worker process that appends one JSON line per (op, dtype) to a results file.
+The walk runs in a worker process that appends one JSON line per (op, dtype) to a results file
+(build/opinfo/results.jsonl in this tree unless --jsonl names another; never a fixed name in a
+shared directory such as /tmp, where another user could plant a symlink to redirect the writes).
 If an op kills the worker (a crash) or stops it making progress, the parent records that
 (op, dtype) as failing and restarts the worker after it, so one bad op cannot lose the report.
 """
@@ -21,6 +23,7 @@ import time
 STALL_SECONDS = 300  # no result line for this long: the worker is stuck
 STATUSES = ("native", "fallback", "fails", "skipped")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+DEFAULT_JSONL = os.path.join(ROOT, "build", "opinfo", "results.jsonl")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,7 +275,8 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ops", help="comma-separated op ids (default: all of op_db)")
     p.add_argument("--dtypes", default="float32,bfloat16,int64,bool")
-    p.add_argument("--jsonl", default="/tmp/opinfo_results.jsonl", help="results file (resumed if present)")
+    p.add_argument("--jsonl", default=DEFAULT_JSONL,
+                   help="results file, resumed if present (default: build/opinfo/results.jsonl)")
     p.add_argument("--fresh", action="store_true", help="start over instead of resuming --jsonl")
     p.add_argument("--out", help="markdown file (default: docs/ops.md for a full walk)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -280,6 +284,7 @@ def main(argv=None) -> None:
     if args.worker:
         worker(args)
         return
+    os.makedirs(os.path.dirname(os.path.abspath(args.jsonl)), exist_ok=True)
     if args.fresh and os.path.exists(args.jsonl):
         os.remove(args.jsonl)
     results = run_walk(args)

@@ -1,0 +1,62 @@
+"""report.py's results file: never a fixed name in /tmp, where a planted symlink would redirect a
+root process's writes; by default build/opinfo/results.jsonl in this tree."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from . import report
+
+OLD_PATH = "/tmp/opinfo_results.jsonl"  # the fixed default it once had
+REPORT = [sys.executable, "-m", "tests.python.opinfo.report", "--ops", "abs", "--dtypes", "float32"]
+
+
+def test_default_results_file_is_in_the_tree():
+    assert report.DEFAULT_JSONL == os.path.join(report.ROOT, "build", "opinfo", "results.jsonl")
+
+
+def _private_tmp_available() -> bool:
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        return False
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs tmpfs /tmp"],
+                           capture_output=True, timeout=30)
+    return probe.returncode == 0
+
+
+def _run_report_with_symlink_planted(victim: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    run = dict(cwd=report.ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if not os.path.lexists(OLD_PATH):
+        os.symlink(victim, OLD_PATH)
+        try:
+            return subprocess.run(REPORT, **run)
+        finally:
+            os.unlink(OLD_PATH)
+    # The name is taken (someone's results): plant ours in a private /tmp instead.
+    if not _private_tmp_available():
+        pytest.skip(f"{OLD_PATH} exists and no private mount namespace is available")
+    plant = f'mount -t tmpfs tmpfs /tmp && ln -s "{victim}" {OLD_PATH} && exec "$@"'
+    return subprocess.run(["unshare", "-m", "sh", "-c", plant, "sh", *REPORT], **run)
+
+
+def test_symlink_planted_at_the_old_path_is_not_followed():
+    # The victim lives in the tree's build/ (outside /tmp, which the private mount would hide).
+    victim_dir = os.path.join(report.ROOT, "build", "opinfo-symlink-test")
+    os.makedirs(victim_dir, exist_ok=True)
+    victim = os.path.join(victim_dir, "victim")
+    with open(victim, "w"):
+        pass
+    try:
+        r = _run_report_with_symlink_planted(victim)
+        assert r.returncode == 0, r.stderr
+        assert os.path.getsize(victim) == 0, "the report wrote through the planted symlink"
+    finally:
+        shutil.rmtree(victim_dir, ignore_errors=True)
+    with open(report.DEFAULT_JSONL) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    assert any(rec.get("op") == "abs" and rec.get("dtype") == "float32" for rec in records)
