@@ -77,7 +77,14 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(
     fn(0, n);
     return;
   }
-  std::lock_guard<std::mutex> call(call_mu_);
+  // One job at a time on the pool; a caller that finds it busy (another virtual device's kernel,
+  // or a kernel nested inside a chunk) runs its loop itself instead of waiting for the pool, so
+  // no kernel ever blocks behind another one.
+  std::unique_lock<std::mutex> call(call_mu_, std::try_to_lock);
+  if (!call.owns_lock()) {
+    fn(0, n);
+    return;
+  }
   // At most n / grain chunks, so that every chunk gets at least `grain` indices.
   int64_t chunks = std::min<int64_t>(threads * 4, n / grain);
   std::unique_lock<std::mutex> lock(mu_);

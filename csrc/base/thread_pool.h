@@ -20,6 +20,8 @@ class ThreadPool {
   // Resizes the pool (the caller counts as one thread). Not thread-safe against ParallelFor.
   void Resize(int num_threads);
   // Runs fn(begin, end) over [0, n) in chunks of at least `grain`, on the pool and the caller.
+  // While the pool runs another caller's job (or when called from inside a chunk), fn runs on the
+  // calling thread alone: callers never wait for each other.
   void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
@@ -36,7 +38,7 @@ class ThreadPool {
   int64_t job_n_ = 0, next_chunk_ = 0, num_chunks_ = 0, chunks_done_ = 0;
   uint64_t generation_ = 0;
   bool stop_ = false;
-  std::mutex call_mu_;  // one ParallelFor at a time
+  std::mutex call_mu_;  // held by the ParallelFor that owns the pool
 };
 
 }  // namespace tpu
