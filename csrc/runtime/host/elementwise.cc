@@ -537,8 +537,14 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
       } else if (s == 0) {
         // Broadcast along the tile: load one element, splat.
         Load(o.dtype, p, 0, 1, storage[k]);
-        int sz = ClassOf(o.dtype) == Rc::kF64 || ClassOf(o.dtype) == Rc::kI64 ? 8 : 4;
-        for (int64_t i = 1; i < len; ++i) std::memcpy(storage[k] + i * sz, storage[k], sz);
+        // A typed fill (a per-element memcpy of a runtime size is a library call per element).
+        if (ClassOf(o.dtype) == Rc::kF64 || ClassOf(o.dtype) == Rc::kI64) {
+          uint64_t* r = reinterpret_cast<uint64_t*>(storage[k]);
+          std::fill(r + 1, r + len, r[0]);
+        } else {
+          uint32_t* r = reinterpret_cast<uint32_t*>(storage[k]);
+          std::fill(r + 1, r + len, r[0]);
+        }
         regs[k] = storage[k];
       } else {
         Load(o.dtype, p, s, len, storage[k]);
