@@ -78,7 +78,14 @@ INSTANTIATE_TEST_SUITE_P(
                       ReduceCase{{3, 4, 5}, {0, 1, 2}},   // all
                       ReduceCase{{5000}, {0}},            // long row
                       ReduceCase{{3000, 3}, {0}},         // long columns
-                      ReduceCase{{4, 3}, {}}));           // nothing: a copy
+                      ReduceCase{{4, 3}, {}},             // nothing: a copy
+                      // large enough to be threaded: columns, split rows, split columns
+                      ReduceCase{{64, 300, 40}, {1}},     // middle dim (columns of 40)
+                      ReduceCase{{3, 70000}, {1}},        // few long rows: each row split
+                      ReduceCase{{70000, 3}, {0}},        // few long columns: range split
+                      ReduceCase{{200, 50, 30}, {0, 2}},  // outer and inner, many outputs
+                      ReduceCase{{3, 200, 300}, {0, 2}},  // few outputs, many runs: runs split
+                      ReduceCase{{1000, 100}, {0, 1}}));  // everything: one split run
 
 TEST(ReduceKernelTest, TransposedInputAndInit) {
   // sum over dim 1 of a transposed view, starting from init = 10.
@@ -103,6 +110,65 @@ TEST(ReduceKernelTest, TransposedInputAndInit) {
     for (int i = 0; i < 3; ++i) s += m[j * 3 + i];
     EXPECT_EQ(cols[j], s);
   }
+}
+
+TEST(ReduceKernelTest, LargeStridedViewsReadInPlace) {
+  // x[i][j] = m[j * 300 + i] (a transposed view), reduced over either dim; also max with a NaN.
+  const int64_t R = 300, C = 400;
+  std::vector<float> m(R * C);
+  for (int64_t k = 0; k < R * C; ++k) m[k] = SmallValue(k, 5);
+  for (int64_t dim : {0, 1}) {
+    Builder b;
+    int x = b.Param(T(F, {R, C}));
+    b.Result(b.Reduce(x, b.Constant(0.0, F), {dim}, ReduceKind::kAdd));
+    b.Result(b.Reduce(x, b.Constant(-INFINITY, F), {dim}, ReduceKind::kMax));
+    int64_t n = dim == 0 ? C : R;
+    std::vector<float> sum(n), mx(n);
+    std::vector<float> mn = m;
+    mn[7 * R + 5] = NAN;  // x[5][7]
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(mn, F, {R, C}, {1, R})), Bindings(Bind(sum, F, {n}), Bind(mx, F, {n}))).ok());
+    for (int64_t o = 0; o < n; ++o) {
+      double s = 0;
+      float best = -INFINITY;
+      bool nan = false;
+      for (int64_t r = 0; r < (dim == 0 ? R : C); ++r) {
+        int64_t i = dim == 0 ? r : o, j = dim == 0 ? o : r;
+        float v = mn[j * R + i];
+        s += v;
+        nan |= v != v;
+        best = std::max(best, v);
+      }
+      SCOPED_TRACE(o);
+      if (nan) {
+        EXPECT_TRUE(std::isnan(sum[o]));
+        EXPECT_TRUE(std::isnan(mx[o]));
+      } else {
+        EXPECT_EQ(sum[o], static_cast<float>(s));
+        EXPECT_EQ(mx[o], best);
+      }
+    }
+  }
+}
+
+TEST(ReduceKernelTest, IntegerSumsWrapLikeTwosComplement) {
+  const int64_t n = 50000;  // threaded
+  std::vector<int32_t> x(n, 2147483647);
+  std::vector<int64_t> y(n, int64_t{1} << 62);
+  Builder b;
+  int px = b.Param(T(DType::kI32, {n}));
+  int py = b.Param(T(DType::kI64, {n}));
+  b.Result(b.Reduce(px, b.Constant(0, DType::kI32), {0}, ReduceKind::kAdd));
+  b.Result(b.Reduce(py, b.Constant(0, DType::kI64), {0}, ReduceKind::kAdd));
+  std::vector<int32_t> sx(1);
+  std::vector<int64_t> sy(1);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, DType::kI32, {n}), Bind(y, DType::kI64, {n})),
+                         Bindings(Bind(sx, DType::kI32, {}), Bind(sy, DType::kI64, {})))
+                  .ok());
+  uint32_t wx = 0;
+  uint64_t wy = 0;
+  for (int64_t i = 0; i < n; ++i) wx += 2147483647u, wy += uint64_t{1} << 62;
+  EXPECT_EQ(sx[0], static_cast<int32_t>(wx));
+  EXPECT_EQ(sy[0], static_cast<int64_t>(wy));
 }
 
 TEST(ReduceKernelTest, OtherDTypesAndKinds) {
@@ -199,6 +265,31 @@ TEST(ArgReduceTest, NaNWins) {
     std::vector<int64_t> out(4);
     ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, {4, 4})), Bindings(Bind(out, DType::kI64, {4}))).ok());
     EXPECT_EQ(out, (std::vector<int64_t>{1, is_max ? 0 : 1, 0, 3})) << (is_max ? "max" : "min");
+  }
+}
+
+TEST(ArgReduceTest, LargeRowsAndColumnsMatchReference) {
+  // Threaded paths: many rows, a middle dim (columns), and one long row split in pieces; values
+  // repeat, so ties pick the first index; a NaN in some rows.
+  for (Dims dims : {Dims{300, 4, 500}, Dims{2, 40000, 3}, Dims{1, 1, 90000}}) {
+    int64_t n = dims[0] * dims[1] * dims[2];
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 37) % 101);
+    x[n / 2] = NAN;
+    for (int64_t dim : {1, 2}) {
+      for (bool is_max : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << dims[1] << " dim " << dim << (is_max ? " max" : " min"));
+        Builder b;
+        int p = b.Param(T(F, dims));
+        b.Result(b.ArgReduce(p, dim, is_max ? ReduceKind::kMax : ReduceKind::kMin));
+        Dims od = dims;
+        od.erase(od.begin() + dim);
+        std::vector<int64_t> out(n / dims[dim]);
+        ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, dims)), Bindings(Bind(out, DType::kI64, od))).ok());
+        int64_t outer = dim == 1 ? dims[0] : dims[0] * dims[1], inner = dim == 1 ? dims[2] : 1;
+        EXPECT_EQ(out, RefArg(x, outer, dims[dim], inner, is_max));
+      }
+    }
   }
 }
 
