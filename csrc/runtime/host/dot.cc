@@ -1,7 +1,8 @@
 // dot_general: operands are viewed as [batch, M, K] x [batch, K, N] (a copy only when a group of
 // dims cannot be flattened as a view) and handed to oneDNN's matmul with their strides, so a
-// transposed weight is read in place. Primitives are cached by shape, strides and types.
-// float64 and integer products, which oneDNN does not cover, use a plain loop.
+// transposed weight is read in place. Primitives are cached by shape, strides and types (a bounded
+// LRU; its lock is not held while a primitive runs). float64 and integer products, which oneDNN's
+// matmul does not cover, go to BatchedGemm (dot_blas.cc: OpenBLAS and a blocked integer loop).
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -13,7 +14,9 @@
 #include "oneapi/dnnl/dnnl.hpp"
 
 #include "base/hash.h"
+#include "runtime/host/dot_blas.h"
 #include "runtime/host/kernels.h"
+#include "runtime/host/lru_cache.h"
 #include "runtime/host/onednn_threads.h"
 
 namespace tpu::host {
@@ -98,19 +101,32 @@ dnnl::memory::data_type DnnlType(DType t) {
 }
 
 // A matmul primitive with its memory objects and argument map, built once per problem: a call
-// only swaps in the data pointers (building them per call cost more than a tiny product).
+// only swaps in the data pointers (building them per call cost more than a tiny product). The
+// prebuilt memory objects belong to whichever call holds `in_use`; a concurrent call of the same
+// problem (another virtual device) builds its own.
 struct MatmulEntry {
-  std::vector<int64_t> key;  // the exact problem (the hash only picks the slot)
   dnnl::matmul prim;
+  dnnl::memory::desc amd, bmd, cmd;
+  std::mutex in_use;
   dnnl::memory a, b, c;
   std::unordered_map<int, dnnl::memory> args;
 };
 
+struct KeyHash {
+  size_t operator()(const std::vector<int64_t>& k) const {
+    uint64_t h = 0x646f74ULL;
+    for (int64_t v : k) h = HashMix(h, static_cast<uint64_t>(v));
+    return static_cast<size_t>(h);
+  }
+};
+
+// Bounded: an eager program's shapes vary (a growing sequence, ragged batches), so an unbounded
+// cache grows with every new shape.
+constexpr size_t kMatmulCacheEntries = 512;
+
 struct Engine {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  dnnl::stream stream{engine};
-  std::mutex mu;
-  std::unordered_map<uint64_t, MatmulEntry> cache;
+  LruCache<std::vector<int64_t>, MatmulEntry, KeyHash> cache{kMatmulCacheEntries};
 };
 
 Engine& GetEngine() {
@@ -118,20 +134,10 @@ Engine& GetEngine() {
   return *e;
 }
 
-template <typename T, typename Acc>
-void NaiveBmm(const char* a, const Operand3& A, const char* b, const Operand3& B, T* c, int64_t nb,
-              int64_t m, int64_t n, int64_t k) {
-  for (int64_t bi = 0; bi < nb; ++bi)
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        Acc acc = 0;
-        for (int64_t p = 0; p < k; ++p) {
-          const T* x = reinterpret_cast<const T*>(a) + bi * A.b.stride + i * A.m.stride + p * A.k.stride;
-          const T* y = reinterpret_cast<const T*>(b) + bi * B.b.stride + p * B.k.stride + j * B.m.stride;
-          acc += static_cast<Acc>(*x) * static_cast<Acc>(*y);
-        }
-        c[(bi * m + i) * n + j] = static_cast<T>(acc);
-      }
+// oneDNN streams are not meant to be shared between threads: one per calling thread.
+dnnl::stream& ThreadStream(const dnnl::engine& engine) {
+  thread_local dnnl::stream stream(engine);
+  return stream;
 }
 
 }  // namespace
@@ -157,13 +163,9 @@ Status RunDotGeneral(const Op& op, const View& lhs, const View& rhs, const View&
   auto dt = DnnlType(t);
   auto odt = DnnlType(out.dtype);
   if (dt == dnnl::memory::data_type::undef || odt == dnnl::memory::data_type::undef) {
-    switch (t) {
-      case DType::kF64: NaiveBmm<double, double>(static_cast<char*>(L.data), A, static_cast<char*>(R.data), B, static_cast<double*>(out.data), nb, m, n, k); break;
-      case DType::kI64: NaiveBmm<int64_t, int64_t>(static_cast<char*>(L.data), A, static_cast<char*>(R.data), B, static_cast<int64_t*>(out.data), nb, m, n, k); break;
-      case DType::kI32: NaiveBmm<int32_t, int64_t>(static_cast<char*>(L.data), A, static_cast<char*>(R.data), B, static_cast<int32_t*>(out.data), nb, m, n, k); break;
-      default: return Unimplemented(std::string("dot_general on ") + DTypeName(t));
-    }
-    return Status::Ok();
+    StridedMats sa{L.data, A.b.stride, A.m.stride, A.k.stride};
+    StridedMats sb{R.data, B.b.stride, B.k.stride, B.m.stride};
+    return BatchedGemm(t, sa, sb, out.data, nb, m, n, k);
   }
   MatchOneDnnThreads();
   using md = dnnl::memory::desc;
@@ -175,32 +177,39 @@ Status RunDotGeneral(const Op& op, const View& lhs, const View& rhs, const View&
   (void)sb;
   std::vector<int64_t> exact = {nb, m, k, n, astr[0], astr[1], astr[2], bstr[0], bstr[1], bstr[2],
                                 static_cast<int64_t>(dt), static_cast<int64_t>(odt)};
-  uint64_t key = 0x646f74ULL;
-  for (int64_t v : exact) key = HashMix(key, static_cast<uint64_t>(v));
   Engine& e = GetEngine();
-  std::lock_guard<std::mutex> lock(e.mu);
-  MatmulEntry& entry = e.cache[key];
-  if (entry.key != exact) {
-    md amd(adims, dt, astr), bmd(bdims, dt, bstr), cmd(cdims, odt, cstr);
+  std::shared_ptr<MatmulEntry> entry = e.cache.Find(exact);
+  if (!entry) {
+    auto made = std::make_shared<MatmulEntry>();
     try {
-      dnnl::matmul::desc desc(amd, bmd, cmd);
+      made->amd = md(adims, dt, astr);
+      made->bmd = md(bdims, dt, bstr);
+      made->cmd = md(cdims, odt, cstr);
+      dnnl::matmul::desc desc(made->amd, made->bmd, made->cmd);
       dnnl::matmul::primitive_desc pd(desc, e.engine);
-      entry.prim = dnnl::matmul(pd);
-      entry.a = dnnl::memory(amd, e.engine, DNNL_MEMORY_NONE);
-      entry.b = dnnl::memory(bmd, e.engine, DNNL_MEMORY_NONE);
-      entry.c = dnnl::memory(cmd, e.engine, DNNL_MEMORY_NONE);
-      entry.args = {{DNNL_ARG_SRC, entry.a}, {DNNL_ARG_WEIGHTS, entry.b}, {DNNL_ARG_DST, entry.c}};
-      entry.key = exact;
+      made->prim = dnnl::matmul(pd);
+      made->a = dnnl::memory(made->amd, e.engine, DNNL_MEMORY_NONE);
+      made->b = dnnl::memory(made->bmd, e.engine, DNNL_MEMORY_NONE);
+      made->c = dnnl::memory(made->cmd, e.engine, DNNL_MEMORY_NONE);
+      made->args = {{DNNL_ARG_SRC, made->a}, {DNNL_ARG_WEIGHTS, made->b}, {DNNL_ARG_DST, made->c}};
     } catch (const dnnl::error& err) {
-      e.cache.erase(key);
       return Internal(std::string("oneDNN matmul creation failed: ") + err.what());
     }
+    entry = e.cache.Insert(exact, std::move(made));
   }
-  entry.a.set_data_handle(L.data);
-  entry.b.set_data_handle(R.data);
-  entry.c.set_data_handle(out.data);
-  entry.prim.execute(e.stream, entry.args);
-  e.stream.wait();
+  dnnl::stream& stream = ThreadStream(e.engine);
+  std::unique_lock<std::mutex> mine(entry->in_use, std::try_to_lock);
+  if (mine.owns_lock()) {
+    entry->a.set_data_handle(L.data);
+    entry->b.set_data_handle(R.data);
+    entry->c.set_data_handle(out.data);
+    entry->prim.execute(stream, entry->args);
+  } else {
+    dnnl::memory am(entry->amd, e.engine, L.data), bm(entry->bmd, e.engine, R.data),
+        cm(entry->cmd, e.engine, out.data);
+    entry->prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  }
+  stream.wait();
   return Status::Ok();
 }
 
