@@ -18,16 +18,12 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "runtime/host/axes.h"
 #include "runtime/host/kernels.h"
 #include "runtime/host/reduce_simd.h"
 
 namespace tpu::host {
 namespace {
-
-struct Axis {
-  int64_t size, stride;
-};
-using Axes = SmallVector<Axis, 6>;
 
 // Kept dims in output order, adjacent ones merged where memory allows (the output is contiguous
 // in this order, so merging keeps its flat order).
@@ -64,44 +60,6 @@ Axes ReducedAxes(const View& in, const std::vector<bool>& reduced) {
   }
   return m;
 }
-
-// Element offset of flat index i (row-major over `ax`, the first `n` axes).
-int64_t OffsetOf(const Axes& ax, size_t n, int64_t i) {
-  int64_t off = 0;
-  for (size_t d = n; d-- > 0;) {
-    off += (i % ax[d].size) * ax[d].stride;
-    i /= ax[d].size;
-  }
-  return off;
-}
-
-int64_t Count(const Axes& ax, size_t n) {
-  int64_t c = 1;
-  for (size_t d = 0; d < n; ++d) c *= ax[d].size;
-  return c;
-}
-
-// Walks flat indices of `ax` from a start, keeping the element offset.
-struct Counter {
-  const Axes& ax;
-  SmallVector<int64_t, 6> idx;
-  int64_t off = 0;
-  Counter(const Axes& a, int64_t start) : ax(a), idx(a.size(), 0) {
-    for (size_t d = ax.size(); d-- > 0;) {
-      idx[d] = start % ax[d].size;
-      start /= ax[d].size;
-      off += idx[d] * ax[d].stride;
-    }
-  }
-  void Next() {
-    for (size_t d = ax.size(); d-- > 0;) {
-      off += ax[d].stride;
-      if (++idx[d] < ax[d].size) return;
-      off -= idx[d] * ax[d].stride;
-      idx[d] = 0;
-    }
-  }
-};
 
 template <typename M> struct ValueOf { using type = M; };
 template <> struct ValueOf<uint16_t> { using type = float; };  // bf16
