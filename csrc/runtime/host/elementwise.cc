@@ -16,6 +16,7 @@
 #include "base/thread_pool.h"
 #include "runtime/host/elementwise_simd.h"
 #include "runtime/host/kernels.h"
+#include "runtime/host/reduce_simd.h"
 
 namespace tpu::host {
 namespace {
@@ -53,7 +54,6 @@ inline uint16_t F32ToBf16(float f) {
   bits += 0x7FFF + ((bits >> 16) & 1);
   return static_cast<uint16_t>(bits >> 16);
 }
-inline float RoundBf16(float f) { return Bf16ToF32(F32ToBf16(f)); }
 inline float RoundF16(float f) { return static_cast<float>(static_cast<_Float16>(f)); }
 
 // Wraps an i32 register value to a narrow type's width.
@@ -69,11 +69,7 @@ inline int32_t WrapI32(int32_t v, DType t) {
 
 void RoundToDType(void* reg, DType t, int64_t n) {
   switch (t) {
-    case DType::kBF16: {
-      float* f = static_cast<float*>(reg);
-      for (int64_t i = 0; i < n; ++i) f[i] = RoundBf16(f[i]);
-      break;
-    }
+    case DType::kBF16: RoundF32ToBf16(static_cast<float*>(reg), n); break;  // Highway
     case DType::kF16: {
       float* f = static_cast<float*>(reg);
       for (int64_t i = 0; i < n; ++i) f[i] = RoundF16(f[i]);
@@ -108,7 +104,8 @@ void Load(DType t, const char* p, int64_t stride, int64_t n, void* reg) {
     case DType::kBF16: {
       const uint16_t* m = reinterpret_cast<const uint16_t*>(p);
       float* o = static_cast<float*>(reg);
-      for (int64_t i = 0; i < n; ++i) o[i] = Bf16ToF32(m[i * stride]);
+      if (stride == 1) tpu::host::Bf16ToF32(m, o, n);  // Highway
+      else for (int64_t i = 0; i < n; ++i) o[i] = Bf16ToF32(m[i * stride]);
       break;
     }
     case DType::kF16: {
@@ -147,7 +144,8 @@ void Store(DType t, const void* reg, int64_t n, char* p, int64_t stride) {
     case DType::kBF16: {
       const float* r = static_cast<const float*>(reg);
       uint16_t* m = reinterpret_cast<uint16_t*>(p);
-      for (int64_t i = 0; i < n; ++i) m[i * stride] = F32ToBf16(r[i]);
+      if (stride == 1) tpu::host::F32ToBf16(r, m, n);  // Highway
+      else for (int64_t i = 0; i < n; ++i) m[i * stride] = F32ToBf16(r[i]);
       break;
     }
     case DType::kF16: {
@@ -391,6 +389,9 @@ void RunOp(const Graph& g, const Op& op, const void* const* in, void* out, int64
       break;
     case OpKind::Binary:
       if (op.code == OpCode::kCompare) {
+        if (rc == Rc::kF32 && CompareF32Simd(static_cast<CompareDirection>(op.attrs.kind), static_cast<const float*>(in[0]),
+                                             static_cast<const float*>(in[1]), static_cast<int32_t*>(out), n))
+          return;
         DispatchClass(rc, [&](auto t) {
           using T = decltype(t);
           CompareLoop<T>(static_cast<CompareDirection>(op.attrs.kind), static_cast<const T*>(in[0]),
@@ -408,6 +409,11 @@ void RunOp(const Graph& g, const Op& op, const void* const* in, void* out, int64
       break;
     case OpKind::Ternary: {
       Rc vc = ClassOf(op.type.dtype);
+      if (op.code == OpCode::kSelect && vc == Rc::kF32) {
+        SelectF32Simd(static_cast<const int32_t*>(in[0]), static_cast<const float*>(in[1]),
+                      static_cast<const float*>(in[2]), static_cast<float*>(out), n);
+        return;
+      }
       DispatchClass(vc, [&](auto t) {
         using T = decltype(t);
         if (op.code == OpCode::kSelect)
