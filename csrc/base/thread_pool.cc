@@ -1,6 +1,7 @@
 #include "base/thread_pool.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "base/options.h"
 
@@ -15,6 +16,18 @@ ThreadPool& ThreadPool::Get() {
   return *pool;
 }
 
+namespace {
+std::atomic<int (*)()> g_budget{nullptr};
+}  // namespace
+
+void ThreadPool::SetBudget(int (*budget)()) { g_budget.store(budget); }
+
+int ThreadPool::num_threads() const {
+  int n = size();
+  if (int (*budget)() = g_budget.load(std::memory_order_relaxed)) n = std::max(1, std::min(n, budget()));
+  return n;
+}
+
 ThreadPool::ThreadPool(int num_threads) { Start(num_threads); }
 ThreadPool::~ThreadPool() { Stop(); }
 
@@ -24,7 +37,7 @@ void ThreadPool::Start(int num_threads) {
   // the lock must still wake it.
   uint64_t generation = generation_;
   for (int i = 1; i < num_threads; ++i)
-    workers_.emplace_back([this, generation] { WorkerLoop(generation); });
+    workers_.emplace_back([this, generation, i] { WorkerLoop(generation, i - 1); });
 }
 
 void ThreadPool::Stop() {
@@ -40,7 +53,7 @@ void ThreadPool::Stop() {
 void ThreadPool::Resize(int num_threads) {
   std::lock_guard<std::mutex> call(call_mu_);
   if (num_threads < 1) num_threads = 1;
-  if (num_threads == this->num_threads()) return;
+  if (num_threads == size()) return;
   Stop();
   Start(num_threads);
 }
@@ -59,13 +72,13 @@ void ThreadPool::RunChunks() {
   }
 }
 
-void ThreadPool::WorkerLoop(uint64_t seen) {
+void ThreadPool::WorkerLoop(uint64_t seen, int index) {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
     if (stop_) return;
     seen = generation_;
-    RunChunks();
+    if (index + 1 < job_threads_) RunChunks();  // beyond the job's budget: sit this one out
   }
 }
 
@@ -88,6 +101,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(
   // At most n / grain chunks, so that every chunk gets at least `grain` indices.
   int64_t chunks = std::min<int64_t>(threads * 4, n / grain);
   std::unique_lock<std::mutex> lock(mu_);
+  job_threads_ = threads;
   job_ = &fn;
   job_n_ = n;
   num_chunks_ = chunks;

@@ -1,5 +1,7 @@
-// The one thread pool the host executor's kernels share. Sized explicitly (option num_threads)
-// so that it never oversubscribes the cores together with PyTorch's own intra-op pool.
+// The one thread pool the host executor's kernels share. Its size is the option num_threads (0:
+// all cores), and a job uses at most the budget on top of that: the torch layer makes the budget
+// PyTorch's intra-op thread count, so torch.set_num_threads(n) caps the kernels at n threads too
+// (one thread budget for both, whichever runs).
 #pragma once
 
 #include <condition_variable>
@@ -16,7 +18,12 @@ class ThreadPool {
   static ThreadPool& Get();
   explicit ThreadPool(int num_threads);
   ~ThreadPool();
-  int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+  // Threads a ParallelFor uses now: the pool's size capped by the budget.
+  int num_threads() const;
+  // Threads the pool has (the caller counts as one).
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+  // Caps every job at budget() threads (null: no cap). Set once, by the torch layer.
+  static void SetBudget(int (*budget)());
   // Resizes the pool (the caller counts as one thread). Not thread-safe against ParallelFor.
   void Resize(int num_threads);
   // Runs fn(begin, end) over [0, n) in chunks of at least `grain`, on the pool and the caller.
@@ -27,7 +34,7 @@ class ThreadPool {
  private:
   void Start(int num_threads);
   void Stop();
-  void WorkerLoop(uint64_t seen_generation);
+  void WorkerLoop(uint64_t seen_generation, int index);
   void RunChunks();
 
   std::vector<std::thread> workers_;
@@ -36,6 +43,7 @@ class ThreadPool {
   std::condition_variable done_cv_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0, next_chunk_ = 0, num_chunks_ = 0, chunks_done_ = 0;
+  int job_threads_ = 1;  // workers with index + 1 < job_threads_ take part
   uint64_t generation_ = 0;
   bool stop_ = false;
   std::mutex call_mu_;  // held by the ParallelFor that owns the pool
