@@ -3,12 +3,12 @@
 // then one of three loops runs, threaded over outputs (and over the reduced range when there are
 // too few outputs to share):
 //   rows:    the innermost reduced dim has unit stride: each output combines contiguous runs
-//            (Highway: float sums in double lanes, NaN-propagating max/min);
+//            (Highway: float sums in lanes, NaN-propagating max/min);
 //   columns: the innermost kept dim has unit stride: a block of adjacent outputs is combined
 //            with one contiguous load per reduced position;
 //   strided: neither; a scalar strided walk.
-// Accumulators: float sums (f32/bf16/f16 inputs) in double, other float kinds in float, f64 in
-// double; integer sums and products wrap like PyTorch's CPU (two's complement, in i32 for narrow
+// Accumulators: float sums (f32/bf16/f16 inputs) as Note [Float sums] says (reduce_simd.h), other
+// float kinds in float, f64 in double; integer sums and products wrap like PyTorch's CPU (two's complement, in i32 for narrow
 // types and i64 for wide ones); the result is then converted to the output's dtype.
 #include <algorithm>
 #include <cmath>
@@ -117,9 +117,8 @@ template <typename M, typename A>
 A RunInto(ReduceKind k, A acc, const M* p, int64_t n, int64_t s) {
   constexpr bool kF32Like = std::is_same_v<M, float> || std::is_same_v<M, uint16_t>;
   if constexpr (kF32Like) {
-    bool vec_add = std::is_same_v<A, double> && k == ReduceKind::kAdd;
     bool vec_max = std::is_same_v<A, float> && (k == ReduceKind::kMax || k == ReduceKind::kMin);
-    if (s == 1 && (vec_add || vec_max)) {
+    if (s == 1 && vec_max) {
       for (int64_t i = 0; i < n; i += kChunk) {
         int64_t len = std::min(kChunk, n - i);
         const float* x;
@@ -130,8 +129,7 @@ A RunInto(ReduceKind k, A acc, const M* p, int64_t n, int64_t s) {
           Bf16ToF32(p + i, buf, len);
           x = buf;
         }
-        if (vec_add) acc = static_cast<A>(acc + SumF32Row(x, len));
-        else acc = static_cast<A>(MaxF32Row(x, len, static_cast<float>(acc), k == ReduceKind::kMax));
+        acc = static_cast<A>(MaxF32Row(x, len, static_cast<float>(acc), k == ReduceKind::kMax));
       }
       return acc;
     }
@@ -153,10 +151,9 @@ void ColsInto(ReduceKind k, A* acc, const M* p, int64_t n) {
       Bf16ToF32(p, buf, n);  // n <= kChunk
       x = buf;
     }
-    if constexpr (std::is_same_v<A, double>) {
-      if (k == ReduceKind::kAdd) return AddF32Cols(x, acc, n);
-    } else if constexpr (std::is_same_v<A, float>) {
+    if constexpr (std::is_same_v<A, float>) {
       if (k == ReduceKind::kMax || k == ReduceKind::kMin) return MaxF32Cols(x, acc, n, k == ReduceKind::kMax);
+      if (k == ReduceKind::kAdd) return AddF32ColsFloat(x, acc, n);
     }
   }
   for (int64_t j = 0; j < n; ++j) acc[j] = Combine<A>(k, acc[j], static_cast<A>(Val(p[j])));
@@ -176,7 +173,7 @@ void ReduceTyped(ReduceKind k, const View& in, const Axes& kept, const Axes& red
     const int64_t tasks = (outputs / inner) * chunks;
     // Split the reduced range too when there are too few blocks of outputs to share.
     int64_t splits = 1;
-    if (big && tasks < 2 * threads && k != ReduceKind::kReplace)
+    if (big && tasks < 2 * threads && k != ReduceKind::kReplace && !(std::is_floating_point_v<A> && k == ReduceKind::kMul))
       splits = std::max<int64_t>(1, std::min<int64_t>(4 * threads / std::max<int64_t>(1, tasks), rsize / 64));
     std::vector<A> partial(splits > 1 ? splits * outputs : 0);
     auto body = [&](int64_t b, int64_t e) {
@@ -218,9 +215,11 @@ void ReduceTyped(ReduceKind k, const View& in, const Axes& kept, const Axes& red
     return acc;
   };
   int64_t splits = 1;
-  if (big && outputs < 2 * threads && outer >= 2 && k != ReduceKind::kReplace)
+  // Float products keep their order (splitting would regroup the roundings).
+  const bool splittable = k != ReduceKind::kReplace && !(std::is_floating_point_v<A> && k == ReduceKind::kMul);
+  if (big && outputs < 2 * threads && outer >= 2 && splittable)
     splits = std::min<int64_t>(outer, 4 * threads);
-  if (splits == 1 && big && outputs < 2 * threads && k != ReduceKind::kReplace && run.size >= 8192) {
+  if (splits == 1 && big && outputs < 2 * threads && splittable && run.size >= 8192) {
     // One long run per output: split the run itself.
     int64_t pieces = std::min<int64_t>(4 * threads, run.size / 4096);
     std::vector<A> partial(pieces * outputs);
@@ -261,6 +260,130 @@ void ReduceTyped(ReduceKind k, const View& in, const Axes& kept, const Axes& red
   else body(0, outputs);
 }
 
+// Float sums of f32/bf16/f16 inputs, Note [Float sums] (reduce_simd.h); reductions of the leading
+// dims of a contiguous float32 input accumulate each column in double instead. Threads split
+// the outputs, and the reduced range only at whole lane blocks, so the result does not depend on
+// the thread count (but for the order of the double block additions).
+template <typename M>
+void SumFloat(const View& in, const Axes& kept, const Axes& red, bool leading_f32, float init, float* out) {
+  constexpr int64_t kBlock = LaneSum::kBlock;
+  const M* base = static_cast<const M*>(in.data);
+  const int64_t outputs = Count(kept, kept.size()), rsize = Count(red, red.size());
+  const int64_t nblocks = (rsize + kBlock - 1) / kBlock;
+  ThreadPool& pool = ThreadPool::Get();
+  const int threads = pool.num_threads();
+  const bool big = outputs * rsize >= (int64_t{1} << 15);
+  auto as_float = [](const M* p, int64_t n, float* buf) -> const float* {  // n <= kChunk
+    if constexpr (std::is_same_v<M, float>) return p;
+    else if constexpr (std::is_same_v<M, uint16_t>) Bf16ToF32(p, buf, n);
+    else for (int64_t j = 0; j < n; ++j) buf[j] = Val(p[j]);
+    return buf;
+  };
+  const bool columns = !kept.empty() && kept.back().stride == 1 && (red.empty() || red.back().stride != 1);
+  if (columns) {
+    const int64_t inner = kept.back().size, chunks = (inner + kChunk - 1) / kChunk;
+    const int64_t tasks = (outputs / inner) * chunks;
+    int64_t splits = 1;
+    if (big && tasks < 2 * threads) splits = std::max<int64_t>(1, std::min<int64_t>(4 * threads / tasks, nblocks));
+    std::vector<double> partial(splits > 1 ? splits * outputs : 0);
+    auto body = [&](int64_t b, int64_t e) {
+      std::vector<float> lanes(leading_f32 ? 0 : 16 * kChunk);
+      alignas(64) double tot[kChunk];
+      alignas(64) float buf[kChunk];
+      for (int64_t t = b; t < e; ++t) {
+        int64_t split = t % splits, task = t / splits;
+        int64_t ko = task / chunks, j0 = (task % chunks) * kChunk, len = std::min(kChunk, inner - j0);
+        int64_t o0 = ko * inner + j0;
+        const M* p = base + OffsetOf(kept, kept.size() - 1, ko) + j0;
+        int64_t rb = std::min(rsize, split * nblocks / splits * kBlock);
+        int64_t re = std::min(rsize, (split + 1) * nblocks / splits * kBlock);
+        std::fill(tot, tot + len, 0.0);
+        std::fill(lanes.begin(), lanes.end(), 0.0f);
+        Counter c(red, rb);
+        for (int64_t r = rb; r < re; ++r, c.Next()) {
+          if constexpr (std::is_same_v<M, float>) {
+            if (leading_f32) {
+              AddF32Cols(p + c.off, tot, len);
+              continue;
+            }
+          }
+          // lane of position r (Note [Float sums]); the block's lanes go to tot at its end
+          int64_t b0 = r / kBlock * kBlock, pos = r - b0, blen = std::min(kBlock, rsize - b0);
+          int lane = pos < (blen & ~int64_t{15}) ? static_cast<int>(pos & 15) : 0;
+          AddF32ColsFloat(as_float(p + c.off, len, buf), lanes.data() + lane * kChunk, len);
+          if (pos + 1 == blen)
+            for (int64_t j = 0; j < len; ++j) {
+              double block = 0;
+              for (int l = 0; l < 16; ++l) block += lanes[l * kChunk + j], lanes[l * kChunk + j] = 0;
+              tot[j] += block;
+            }
+        }
+        if (splits == 1) {
+          for (int64_t j = 0; j < len; ++j) out[o0 + j] = static_cast<float>(static_cast<double>(init) + tot[j]);
+        } else {
+          std::copy(tot, tot + len, partial.begin() + split * outputs + o0);
+        }
+      }
+    };
+    if (big) pool.ParallelFor(tasks * splits, 1, body);
+    else body(0, tasks * splits);
+    if (splits > 1)
+      for (int64_t o = 0; o < outputs; ++o) {
+        double a = 0;
+        for (int64_t sp = 0; sp < splits; ++sp) a += partial[sp * outputs + o];
+        out[o] = static_cast<float>(static_cast<double>(init) + a);
+      }
+    return;
+  }
+  // Rows: output o's elements are its runs back to back; positions [p0, p1) of them are fed.
+  const Axis run = red.empty() ? Axis{1, 1} : red.back();
+  const size_t nouter = red.empty() ? 0 : red.size() - 1;
+  auto feed = [&](int64_t o, int64_t p0, int64_t p1, LaneSum& s) {
+    const M* po = base + OffsetOf(kept, kept.size(), o);
+    alignas(64) float buf[kChunk];
+    s.pos = p0;
+    for (int64_t pos = p0; pos < p1;) {
+      int64_t q = pos / run.size, off = pos % run.size;
+      int64_t m = std::min(run.size - off, p1 - pos);
+      const M* pr = po + OffsetOf(red, nouter, q) + off * run.stride;
+      if (std::is_same_v<M, float> && run.stride == 1) {
+        s.Feed(reinterpret_cast<const float*>(pr), m);
+      } else {
+        for (int64_t i = 0; i < m; i += kChunk) {
+          int64_t len = std::min(kChunk, m - i);
+          if (run.stride == 1) {
+            s.Feed(as_float(pr + i, len, buf), len);
+          } else {
+            for (int64_t j = 0; j < len; ++j) buf[j] = Val(pr[(i + j) * run.stride]);
+            s.Feed(buf, len);
+          }
+        }
+      }
+      pos += m;
+    }
+  };
+  int64_t pieces = 1;
+  if (big && outputs < 2 * threads && nblocks >= 4) pieces = std::min<int64_t>(4 * threads, nblocks);
+  std::vector<double> partial(pieces * outputs);
+  auto body = [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      int64_t o = t / pieces, sp = t % pieces;
+      LaneSum s(rsize);
+      feed(o, std::min(rsize, sp * nblocks / pieces * kBlock), std::min(rsize, (sp + 1) * nblocks / pieces * kBlock), s);
+      if (pieces == 1) out[o] = static_cast<float>(static_cast<double>(init) + s.total);
+      else partial[t] = s.total;
+    }
+  };
+  if (big) pool.ParallelFor(outputs * pieces, pieces > 1 ? 1 : std::max<int64_t>(1, 16384 / std::max<int64_t>(1, rsize)), body);
+  else body(0, outputs * pieces);
+  if (pieces > 1)
+    for (int64_t o = 0; o < outputs; ++o) {
+      double a = 0;
+      for (int64_t sp = 0; sp < pieces; ++sp) a += partial[o * pieces + sp];
+      out[o] = static_cast<float>(static_cast<double>(init) + a);
+    }
+}
+
 // The output element type for each input dtype (the accumulator's class, see the file comment).
 DType ResultType(DType t) {
   switch (t) {
@@ -277,10 +400,12 @@ void Dispatch3(ReduceKind k, const View& in, const Axes& kept, const Axes& red, 
 }
 
 template <typename M>
-void DispatchInput(ReduceKind k, const View& in, const Axes& kept, const Axes& red, const void* init, void* out) {
+void DispatchInput(ReduceKind k, const View& in, const Axes& kept, const Axes& red, bool leading_f32,
+                   const void* init, void* out) {
   using V = typename ValueOf<M>::type;
   if constexpr (std::is_same_v<V, float>) {
-    if (k == ReduceKind::kAdd) Dispatch3<M, double, float>(k, in, kept, red, init, out);
+    if (k == ReduceKind::kAdd)
+      SumFloat<M>(in, kept, red, leading_f32, *static_cast<const float*>(init), static_cast<float*>(out));
     else Dispatch3<M, float, float>(k, in, kept, red, init, out);
   } else if constexpr (std::is_same_v<V, double>) {
     Dispatch3<M, double, double>(k, in, kept, red, init, out);
@@ -346,8 +471,11 @@ Status RunReduce(const Op& op, const View& in, const View& init, const View& out
     for (int64_t o = 0; o < outputs; ++o) std::memcpy(static_cast<char*>(dst) + o * DTypeSize(rt), init_bytes, DTypeSize(rt));
   } else {
     Axes kept = KeptAxes(in, reduced), red = ReducedAxes(in, reduced);
+    // Leading dims of a contiguous float32 input: double column sums (SumFloat).
+    bool leading_f32 = in.dtype == DType::kF32 && in.IsContiguous() && !op.attrs.a.empty();
+    for (size_t i = 0; i < op.attrs.a.size(); ++i) leading_f32 &= op.attrs.a[i] == static_cast<int64_t>(i);
     DispatchStorage(in.dtype, [&](auto m) {
-      DispatchInput<decltype(m)>(kind, in, kept, red, init_bytes, dst);
+      DispatchInput<decltype(m)>(kind, in, kept, red, leading_f32, init_bytes, dst);
     });
   }
   if (dst == out.data) return Status::Ok();

@@ -10,22 +10,28 @@ namespace tpu::host {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-double SumF32RowImpl(const float* x, int64_t n) {
-  const hn::ScalableTag<double> d64;
-  const hn::Rebind<float, decltype(d64)> d32;  // as many floats as there are double lanes
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d64));
-  auto a0 = hn::Zero(d64), a1 = hn::Zero(d64), a2 = hn::Zero(d64), a3 = hn::Zero(d64);
-  int64_t i = 0;
-  for (; i + 4 * N <= n; i += 4 * N) {
-    a0 = hn::Add(a0, hn::PromoteTo(d64, hn::LoadU(d32, x + i)));
-    a1 = hn::Add(a1, hn::PromoteTo(d64, hn::LoadU(d32, x + i + N)));
-    a2 = hn::Add(a2, hn::PromoteTo(d64, hn::LoadU(d32, x + i + 2 * N)));
-    a3 = hn::Add(a3, hn::PromoteTo(d64, hn::LoadU(d32, x + i + 3 * N)));
+void AddF32LanesImpl(const float* x, int64_t groups, float* lanes) {
+  const hn::CappedTag<float, 16> d;  // 16 lanes as 1, 2 or 4 vectors
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  if (N == 16) {
+    auto a = hn::LoadU(d, lanes);
+    for (int64_t g = 0; g < groups; ++g) a = hn::Add(a, hn::LoadU(d, x + 16 * g));
+    hn::StoreU(a, d, lanes);
+    return;
   }
-  for (; i + N <= n; i += N) a0 = hn::Add(a0, hn::PromoteTo(d64, hn::LoadU(d32, x + i)));
-  double s = hn::GetLane(hn::SumOfLanes(d64, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
-  for (; i < n; ++i) s += x[i];
-  return s;
+  for (int64_t k = 0; k < 16; k += N) {
+    auto a = hn::LoadU(d, lanes + k);
+    for (int64_t g = 0; g < groups; ++g) a = hn::Add(a, hn::LoadU(d, x + 16 * g + k));
+    hn::StoreU(a, d, lanes + k);
+  }
+}
+
+void AddF32ColsFloatImpl(const float* x, float* acc, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Add(hn::LoadU(d, acc + i), hn::LoadU(d, x + i)), d, acc + i);
+  for (; i < n; ++i) acc[i] += x[i];
 }
 
 template <class D, class V>
@@ -140,7 +146,8 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace tpu::host {
-HWY_EXPORT(SumF32RowImpl);
+HWY_EXPORT(AddF32LanesImpl);
+HWY_EXPORT(AddF32ColsFloatImpl);
 HWY_EXPORT(MaxF32RowImpl);
 HWY_EXPORT(AddF32ColsImpl);
 HWY_EXPORT(MaxF32ColsImpl);
@@ -148,7 +155,42 @@ HWY_EXPORT(Bf16ToF32Impl);
 HWY_EXPORT(F32ToBf16Impl);
 HWY_EXPORT(RoundF32ToBf16Impl);
 
-double SumF32Row(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumF32RowImpl)(x, n); }
+void AddF32Lanes(const float* x, int64_t groups, float* lanes) {
+  HWY_DYNAMIC_DISPATCH(AddF32LanesImpl)(x, groups, lanes);
+}
+void AddF32ColsFloat(const float* x, float* acc, int64_t n) { HWY_DYNAMIC_DISPATCH(AddF32ColsFloatImpl)(x, acc, n); }
+
+void LaneSum::Feed(const float* x, int64_t n) {
+  while (n > 0) {
+    int64_t b0 = pos / kBlock * kBlock, p = pos - b0;
+    int64_t len = total_len - b0 < kBlock ? total_len - b0 : kBlock, full = len & ~int64_t{15};
+    int64_t m;
+    if (p < full) {
+      m = n < full - p ? n : full - p;
+      int64_t j = 0;
+      if ((p & 15) == 0 && m >= 16) {  // aligned groups: vector adds
+        AddF32Lanes(x, m / 16, lanes);
+        j = m / 16 * 16;
+      }
+      for (; j < m; ++j) lanes[(p + j) & 15] += x[j];
+    } else {
+      m = n < len - p ? n : len - p;
+      for (int64_t j = 0; j < m; ++j) lanes[0] += x[j];
+    }
+    pos += m, x += m, n -= m;
+    if (pos - b0 == len) {  // block done: its lanes into the double total
+      double block = 0;
+      for (float& l : lanes) block += l, l = 0;
+      total += block;
+    }
+  }
+}
+
+double SumF32Lanes(const float* x, int64_t n) {
+  LaneSum s(n);
+  s.Feed(x, n);
+  return s.total;
+}
 float MaxF32Row(const float* x, int64_t n, float acc, bool is_max) {
   return HWY_DYNAMIC_DISPATCH(MaxF32RowImpl)(x, n, acc, is_max);
 }

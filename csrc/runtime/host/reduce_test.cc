@@ -1,4 +1,5 @@
 // reduce and arg_reduce through the host executor, checked against plain loops.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -146,6 +147,67 @@ TEST(ReduceKernelTest, LargeStridedViewsReadInPlace) {
         EXPECT_EQ(sum[o], static_cast<float>(s));
         EXPECT_EQ(mx[o], best);
       }
+    }
+  }
+}
+
+// Note [Float sums] written out: elements in order into 16 float lanes per block of 2048 (the
+// tail past the last group of 16 of the last block into lane 0), lanes added in double per block.
+float RefLaneSum(const std::vector<float>& v, float init) {
+  double total = 0;
+  const int64_t n = static_cast<int64_t>(v.size());
+  for (int64_t b0 = 0; b0 < n; b0 += 2048) {
+    int64_t len = std::min<int64_t>(2048, n - b0), full = len / 16 * 16;
+    float lanes[16] = {};
+    for (int64_t p = 0; p < len; ++p) lanes[p < full ? p % 16 : 0] += v[b0 + p];
+    double block = 0;
+    for (float l : lanes) block += l;
+    total += block;
+  }
+  return static_cast<float>(static_cast<double>(init) + total);
+}
+
+TEST(ReduceKernelTest, FloatSumsFollowTheLaneNote) {
+  // Values with cancellation, so a different grouping gives different bits. Layouts: rows (one
+  // run), a middle dim (columns), rows split into runs (dims 0 and 2), and
+  // sizes that thread (rows split in pieces, columns split by blocks).
+  auto val = [](int64_t i) { return static_cast<float>(((i * 7919) % 2003) - 1001) * (i % 3 == 0 ? 1e4f : 1e-2f); };
+  struct Case { Dims dims; Dims rdims; };
+  for (const Case& c : {Case{{7, 3000}, {1}}, Case{{4, 300, 9}, {1}}, Case{{5, 6, 700}, {0, 2}},
+                        Case{{2, 70000}, {1}}, Case{{70000, 2}, {0}}, Case{{3, 9000, 5}, {1}}}) {
+    SCOPED_TRACE(::testing::Message() << DimsToString(c.dims) << " over " << DimsToString(c.rdims));
+    int64_t n = 1;
+    for (int64_t d : c.dims) n *= d;
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = val(i);
+    Builder b;
+    int p = b.Param(T(F, c.dims));
+    int r = b.Reduce(p, b.Constant(0.5, F), c.rdims, ReduceKind::kAdd);
+    b.Result(r);
+    Dims od = b.TypeOf(r).dims;
+    int64_t outs = 1;
+    for (int64_t d : od) outs *= d;
+    std::vector<float> got(outs);
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, c.dims)), Bindings(Bind(got, F, od))).ok());
+    // each output's elements in row-major order of the reduced dims
+    Dims st = ContiguousStrides(c.dims);
+    std::vector<std::vector<float>> per(outs);
+    for (int64_t e = 0; e < n; ++e) {
+      int64_t o = 0;
+      for (size_t d = 0; d < c.dims.size(); ++d)
+        if (std::find(c.rdims.begin(), c.rdims.end(), static_cast<int64_t>(d)) == c.rdims.end())
+          o = o * c.dims[d] + (e / st[d]) % c.dims[d];
+      per[o].push_back(x[e]);
+    }
+    bool leading = c.rdims == Dims{0};  // leading dims of a contiguous f32 input: double columns
+    for (int64_t o = 0; o < outs; ++o) {
+      float want = RefLaneSum(per[o], 0.5f);
+      if (leading) {
+        double s = 0.5;
+        for (float v : per[o]) s += v;
+        want = static_cast<float>(s);
+      }
+      ASSERT_EQ(got[o], want) << o;
     }
   }
 }

@@ -1,7 +1,6 @@
 // Fused row kernels (row_kernels.h). Each row is converted to float32 once (or used in place when
 // it already is contiguous float32), combined with the same vector pieces as the IR chain uses
-// (Highway max, double-accumulated sums in chunks of the reduce kernel's size, the fused tiles'
-// exp and log), and stored once, so for float32 rows the results equal the chain's. Threaded over
+// (Highway max, the reduce kernel's float sums, the fused tiles' exp and log), and stored once, so for float32 rows the results equal the chain's. Threaded over
 // rows.
 #include "runtime/host/row_kernels.h"
 
@@ -21,8 +20,6 @@
 
 namespace tpu::host {
 namespace {
-
-constexpr int64_t kChunk = 256;  // the reduce kernel's chunk: same summation order
 
 // The rows of a view: dims [first, last) as one strided run of n elements, the others as `outer`.
 struct RowSet {
@@ -142,12 +139,8 @@ void Flush(const RowSet& v, int64_t r, const float* vals) {
 float Scalar(const RowSet& v, int64_t r) { return LoadOne(v.dtype, v.Row(r)); }
 void SetScalar(const RowSet& v, int64_t r, float f) { StoreOne(v.dtype, f, v.Row(r)); }
 
-// The reduce kernel's float sum: double accumulation over chunks, rounded to float.
-float Sum(const float* x, int64_t n) {
-  double acc = 0;
-  for (int64_t i = 0; i < n; i += kChunk) acc += SumF32Row(x + i, std::min(kChunk, n - i));
-  return static_cast<float>(acc);
-}
+// The reduce kernel's float sum (Note [Float sums]) from init 0, rounded to float.
+float Sum(const float* x, int64_t n) { return static_cast<float>(0.0 + SumF32Lanes(x, n)); }
 
 float Log(float z) {
   float r;

@@ -9,8 +9,8 @@
 // (any stride), the other dims index the rows in any layout. Row-shaped operands (weight, bias)
 // have the row's dims; per-row operands (mean, rstd, loss, targets) have the other dims, in
 // order, plus any number of trailing size-1 dims. Views may be strided and of type f32, bf16 or
-// f16 (values computed in f32 and rounded once when stored, as the lowerings do); sums accumulate in
-// double like the reduce kernel, so the results equal the IR chain's for f32 rows. float64 and
+// f16 (values computed in f32 and rounded once when stored, as the lowerings do); sums are the reduce
+// kernel's (Note [Float sums], reduce_simd.h), so the results equal the IR chain's for f32 rows. float64 and
 // layouts the kernels do not take return Unimplemented (the caller keeps the IR chain).
 #pragma once
 
