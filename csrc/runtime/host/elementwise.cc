@@ -530,6 +530,32 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
   }
 
   const int nslots = nin + nops;
+  // Inputs that are one value for the whole region (a scalar broadcast: every stride 0) are
+  // splatted once per call into a tile that every thread reads (ops never write their inputs).
+  thread_local std::vector<char> reused_splats;
+  std::vector<char>& splats = reused_splats;
+  SmallVector<int, 8> splat_of(nin, -1);
+  {
+    int count = 0;
+    for (int k = 0; k < nin; ++k) {
+      bool scalar = true;
+      for (int64_t st : operands[k].strides) scalar &= st == 0;
+      if (scalar) splat_of[k] = count++;
+    }
+    splats.resize(static_cast<size_t>(count) * kTile * 8 + 64);
+    for (int k = 0; k < nin; ++k) {
+      if (splat_of[k] < 0) continue;
+      char* t = splats.data() + splat_of[k] * kTile * 8;
+      Load(operands[k].dtype, operands[k].base, 0, 1, t);
+      if (ClassOf(operands[k].dtype) == Rc::kF64 || ClassOf(operands[k].dtype) == Rc::kI64) {
+        uint64_t* r = reinterpret_cast<uint64_t*>(t);
+        std::fill(r + 1, r + kTile, r[0]);
+      } else {
+        uint32_t* r = reinterpret_cast<uint32_t*>(t);
+        std::fill(r + 1, r + kTile, r[0]);
+      }
+    }
+  }
   ForEachTile(dims, operands, [&](const int64_t* off, int64_t len) {
     alignas(64) thread_local static char storage[kMaxRegionValues][kTile * 8];
     void* regs[kMaxRegionValues];
@@ -538,7 +564,9 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
       const Operand& o = operands[k];
       const char* p = o.base + off[k] * o.elem;
       int64_t s = inner_stride(o);
-      if (s == 1 && IsRegisterLayout(o.dtype)) {
+      if (splat_of[k] >= 0) {
+        regs[k] = splats.data() + splat_of[k] * kTile * 8;
+      } else if (s == 1 && IsRegisterLayout(o.dtype)) {
         regs[k] = const_cast<char*>(p);
       } else if (s == 0) {
         // Broadcast along the tile: load one element, splat.
