@@ -27,10 +27,10 @@ HWY_INLINE void Block(const U* a, const U* b, U* c, int64_t mr, int64_t nc, int6
            v3 = hn::LoadU(d, c3 + j);
       for (int64_t p = 0; p < kc; ++p) {
         auto bv = hn::LoadU(d, b + p * nc + j);
-        v0 = hn::Add(v0, hn::Set(d, a0[p]) * bv);
-        v1 = hn::Add(v1, hn::Set(d, a1[p]) * bv);
-        v2 = hn::Add(v2, hn::Set(d, a2[p]) * bv);
-        v3 = hn::Add(v3, hn::Set(d, a3[p]) * bv);
+        v0 = hn::Add(v0, hn::Mul(hn::Set(d, a0[p]), bv));
+        v1 = hn::Add(v1, hn::Mul(hn::Set(d, a1[p]), bv));
+        v2 = hn::Add(v2, hn::Mul(hn::Set(d, a2[p]), bv));
+        v3 = hn::Add(v3, hn::Mul(hn::Set(d, a3[p]), bv));
       }
       hn::StoreU(v0, d, c0 + j);
       hn::StoreU(v1, d, c1 + j);

@@ -16,6 +16,7 @@
 #include "base/thread_pool.h"
 #include "runtime/host/elementwise_simd.h"
 #include "runtime/host/kernels.h"
+#include "runtime/host/half.h"
 #include "runtime/host/reduce_simd.h"
 
 namespace tpu::host {
@@ -54,7 +55,7 @@ inline uint16_t F32ToBf16(float f) {
   bits += 0x7FFF + ((bits >> 16) & 1);
   return static_cast<uint16_t>(bits >> 16);
 }
-inline float RoundF16(float f) { return static_cast<float>(static_cast<_Float16>(f)); }
+inline float RoundF16(float f) { return static_cast<float>(static_cast<Half>(f)); }
 
 // Wraps an i32 register value to a narrow type's width.
 inline int32_t WrapI32(int32_t v, DType t) {
@@ -109,7 +110,7 @@ void Load(DType t, const char* p, int64_t stride, int64_t n, void* reg) {
       break;
     }
     case DType::kF16: {
-      const _Float16* m = reinterpret_cast<const _Float16*>(p);
+      const Half* m = reinterpret_cast<const Half*>(p);
       float* o = static_cast<float*>(reg);
       for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(m[i * stride]);
       break;
@@ -150,8 +151,8 @@ void Store(DType t, const void* reg, int64_t n, char* p, int64_t stride) {
     }
     case DType::kF16: {
       const float* r = static_cast<const float*>(reg);
-      _Float16* m = reinterpret_cast<_Float16*>(p);
-      for (int64_t i = 0; i < n; ++i) m[i * stride] = static_cast<_Float16>(r[i]);
+      Half* m = reinterpret_cast<Half*>(p);
+      for (int64_t i = 0; i < n; ++i) m[i * stride] = static_cast<Half>(r[i]);
       break;
     }
     case DType::kI64: StoreAs<int64_t, int64_t>(static_cast<const int64_t*>(reg), n, p, stride); break;

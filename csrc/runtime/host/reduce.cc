@@ -19,6 +19,7 @@
 
 #include "base/thread_pool.h"
 #include "runtime/host/axes.h"
+#include "runtime/host/half.h"
 #include "runtime/host/kernels.h"
 #include "runtime/host/reduce_simd.h"
 
@@ -63,7 +64,7 @@ Axes ReducedAxes(const View& in, const std::vector<bool>& reduced) {
 
 template <typename M> struct ValueOf { using type = M; };
 template <> struct ValueOf<uint16_t> { using type = float; };  // bf16
-template <> struct ValueOf<_Float16> { using type = float; };
+template <> struct ValueOf<Half> { using type = float; };
 template <> struct ValueOf<bool> { using type = int32_t; };
 
 template <typename M>
@@ -421,7 +422,7 @@ void DispatchStorage(DType t, F&& f) {
   switch (t) {
     case DType::kF32: f(float{}); break;
     case DType::kF64: f(double{}); break;
-    case DType::kF16: f(_Float16{}); break;
+    case DType::kF16: f(Half{}); break;
     case DType::kBF16: f(uint16_t{}); break;
     case DType::kI64: f(int64_t{}); break;
     case DType::kU64: f(uint64_t{}); break;

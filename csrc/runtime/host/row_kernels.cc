@@ -15,6 +15,7 @@
 
 #include "base/thread_pool.h"
 #include "runtime/host/axes.h"
+#include "runtime/host/half.h"
 #include "runtime/host/elementwise_simd.h"
 #include "runtime/host/reduce_simd.h"
 
@@ -98,7 +99,7 @@ float LoadOne(DType t, const char* p) {
   switch (t) {
     case DType::kF32: { float f; std::memcpy(&f, p, 4); return f; }
     case DType::kBF16: { float f; Bf16ToF32(reinterpret_cast<const uint16_t*>(p), &f, 1); return f; }
-    default: return static_cast<float>(*reinterpret_cast<const _Float16*>(p));
+    default: return static_cast<float>(*reinterpret_cast<const Half*>(p));
   }
 }
 
@@ -106,7 +107,7 @@ void StoreOne(DType t, float f, char* p) {
   switch (t) {
     case DType::kF32: std::memcpy(p, &f, 4); break;
     case DType::kBF16: F32ToBf16(&f, reinterpret_cast<uint16_t*>(p), 1); break;
-    default: *reinterpret_cast<_Float16*>(p) = static_cast<_Float16>(f); break;
+    default: *reinterpret_cast<Half*>(p) = static_cast<Half>(f); break;
   }
 }
 
