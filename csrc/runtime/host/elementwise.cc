@@ -403,6 +403,12 @@ void RunOp(const Graph& g, const Op& op, const void* const* in, void* out, int64
       if (rc == Rc::kF32 && BinaryF32Simd(op.code, static_cast<const float*>(in[0]),
                                           static_cast<const float*>(in[1]), static_cast<float*>(out), n))
         break;
+      if (rc == Rc::kI64 && BinaryI64Simd(op.code, static_cast<const int64_t*>(in[0]),
+                                          static_cast<const int64_t*>(in[1]), static_cast<int64_t*>(out), n))
+        break;
+      if (rc == Rc::kI32 && BinaryI32Simd(op.code, static_cast<const int32_t*>(in[0]),
+                                          static_cast<const int32_t*>(in[1]), static_cast<int32_t*>(out), n))
+        break;
       DispatchClass(rc, [&](auto t) {
         using T = decltype(t);
         BinaryLoop<T>(op.code, static_cast<const T*>(in[0]), static_cast<const T*>(in[1]), static_cast<T*>(out), n);

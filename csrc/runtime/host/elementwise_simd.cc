@@ -153,6 +153,40 @@ bool BinaryF32(int code_int, const float* a, const float* b, float* out, int64_t
   }
 }
 
+// Integer binary ops that wrap like the scalar loops (two's complement), for i64 and i32 registers.
+template <typename T>
+bool BinaryInt(int code_int, const T* a, const T* b, T* out, int64_t n) {
+  const hn::ScalableTag<T> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  auto go = [&](auto f) {
+    int64_t i = 0;
+    for (; i + N <= n; i += N) hn::StoreU(f(hn::LoadU(d, a + i), hn::LoadU(d, b + i)), d, out + i);
+    if (i < n) {
+      HWY_ALIGN T ta[hn::MaxLanes(d)] = {}, tb[hn::MaxLanes(d)] = {}, to[hn::MaxLanes(d)];
+      for (int64_t j = i; j < n; ++j) ta[j - i] = a[j], tb[j - i] = b[j];
+      hn::Store(f(hn::Load(d, ta), hn::Load(d, tb)), d, to);
+      for (int64_t j = i; j < n; ++j) out[j] = to[j - i];
+    }
+  };
+  switch (static_cast<OpCode>(code_int)) {
+    case OpCode::kAdd: go([](auto x, auto y) { return hn::Add(x, y); }); return true;
+    case OpCode::kSubtract: go([](auto x, auto y) { return hn::Sub(x, y); }); return true;
+    case OpCode::kMultiply: go([](auto x, auto y) { return hn::Mul(x, y); }); return true;
+    case OpCode::kAnd: go([](auto x, auto y) { return hn::And(x, y); }); return true;
+    case OpCode::kOr: go([](auto x, auto y) { return hn::Or(x, y); }); return true;
+    case OpCode::kXor: go([](auto x, auto y) { return hn::Xor(x, y); }); return true;
+    case OpCode::kMaximum: go([](auto x, auto y) { return hn::Max(x, y); }); return true;
+    case OpCode::kMinimum: go([](auto x, auto y) { return hn::Min(x, y); }); return true;
+    default: return false;
+  }
+}
+bool BinaryI64(int code, const int64_t* a, const int64_t* b, int64_t* out, int64_t n) {
+  return BinaryInt(code, a, b, out, n);
+}
+bool BinaryI32(int code, const int32_t* a, const int32_t* b, int32_t* out, int64_t n) {
+  return BinaryInt(code, a, b, out, n);
+}
+
 bool CompareF32(int dir, const float* a, const float* b, int32_t* out, int64_t n) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
@@ -200,6 +234,15 @@ namespace tpu::host {
 HWY_EXPORT(UnaryF32);
 HWY_EXPORT(BinaryF32);
 HWY_EXPORT(CompareF32);
+HWY_EXPORT(BinaryI64);
+HWY_EXPORT(BinaryI32);
+
+bool BinaryI64Simd(OpCode code, const int64_t* a, const int64_t* b, int64_t* out, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(BinaryI64)(static_cast<int>(code), a, b, out, n);
+}
+bool BinaryI32Simd(OpCode code, const int32_t* a, const int32_t* b, int32_t* out, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(BinaryI32)(static_cast<int>(code), a, b, out, n);
+}
 HWY_EXPORT(SelectF32);
 
 bool CompareF32Simd(CompareDirection dir, const float* a, const float* b, int32_t* out, int64_t n) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace tpu::host {
@@ -83,6 +84,37 @@ TEST(ElementwiseSimd, CompareAndSelectLikeScalarIeee) {
     float want = got[i] ? a[i] : b[i];
     ASSERT_TRUE(std::memcmp(&sel[i], &want, 4) == 0) << i;
   }
+}
+
+template <typename T>
+void CheckIntOps(bool (*simd)(OpCode, const T*, const T*, T*, int64_t)) {
+  using U = std::make_unsigned_t<T>;
+  const T big = std::numeric_limits<T>::max(), low = std::numeric_limits<T>::min();
+  std::vector<T> a, b;
+  for (int r = 0; r < 9; ++r) {  // vector body and tail, overflow both ways
+    a.insert(a.end(), {big, low, T(-7), T(12345), T(r), big});
+    b.insert(b.end(), {T(3), T(-1), T(7), T(-999), T(-r), big});
+  }
+  const int64_t n = static_cast<int64_t>(a.size());
+  std::vector<T> got(n);
+  for (OpCode code : {OpCode::kAdd, OpCode::kSubtract, OpCode::kMultiply, OpCode::kAnd, OpCode::kOr,
+                      OpCode::kXor, OpCode::kMaximum, OpCode::kMinimum}) {
+    ASSERT_TRUE(simd(code, a.data(), b.data(), got.data(), n));
+    for (int64_t i = 0; i < n; ++i) {
+      U x = static_cast<U>(a[i]), y = static_cast<U>(b[i]);
+      T want = code == OpCode::kAdd ? T(x + y) : code == OpCode::kSubtract ? T(x - y)
+             : code == OpCode::kMultiply ? T(x * y) : code == OpCode::kAnd ? T(x & y)
+             : code == OpCode::kOr ? T(x | y) : code == OpCode::kXor ? T(x ^ y)
+             : code == OpCode::kMaximum ? std::max(a[i], b[i]) : std::min(a[i], b[i]);
+      ASSERT_EQ(got[i], want) << OpName(code) << " at " << i;
+    }
+  }
+  EXPECT_FALSE(simd(OpCode::kDivide, a.data(), b.data(), got.data(), n));  // scalar loop's job
+}
+
+TEST(ElementwiseSimd, IntegerOpsWrapLikeTwosComplement) {
+  CheckIntOps<int64_t>(BinaryI64Simd);
+  CheckIntOps<int32_t>(BinaryI32Simd);
 }
 
 TEST(ElementwiseSimd, MaximumAndMinimumPropagateNaN) {
