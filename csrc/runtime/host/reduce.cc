@@ -120,6 +120,8 @@ A RunInto(ReduceKind k, A acc, const M* p, int64_t n, int64_t s) {
   if constexpr (kF32Like) {
     bool vec_max = std::is_same_v<A, float> && (k == ReduceKind::kMax || k == ReduceKind::kMin);
     if (s == 1 && vec_max) {
+      if constexpr (std::is_same_v<M, float>)  // whole run at once: one horizontal step per run
+        return static_cast<A>(MaxF32Row(p, n, static_cast<float>(acc), k == ReduceKind::kMax));
       for (int64_t i = 0; i < n; i += kChunk) {
         int64_t len = std::min(kChunk, n - i);
         const float* x;
