@@ -16,7 +16,7 @@
 _tpu_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export TORCH_TPU_VENV="${TORCH_TPU_VENV:-${HOME:-/root}/.cache/torch_tpu/venv}"
 
-_TPU_APT_PACKAGES=(g++ cmake ninja-build ccache libdnnl-dev libhwy-dev libgtest-dev pkg-config)
+_TPU_APT_PACKAGES=(g++ cmake ninja-build ccache libdnnl-dev libhwy-dev libgtest-dev libopenblas-dev pkg-config)
 # Debian's own python3 needs these for venvs and extension builds (a pyenv Python has them).
 if ! "${TORCH_TPU_BASE_PYTHON:-python3}" -c 'import ensurepip, sysconfig, os; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' 2>/dev/null; then
   _TPU_APT_PACKAGES+=(python3 python3-venv python3-dev)

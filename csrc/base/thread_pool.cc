@@ -1,6 +1,7 @@
 #include "base/thread_pool.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "base/options.h"
 
@@ -15,6 +16,18 @@ ThreadPool& ThreadPool::Get() {
   return *pool;
 }
 
+namespace {
+std::atomic<int (*)()> g_budget{nullptr};
+}  // namespace
+
+void ThreadPool::SetBudget(int (*budget)()) { g_budget.store(budget); }
+
+int ThreadPool::num_threads() const {
+  int n = size();
+  if (int (*budget)() = g_budget.load(std::memory_order_relaxed)) n = std::max(1, std::min(n, budget()));
+  return n;
+}
+
 ThreadPool::ThreadPool(int num_threads) {
   std::lock_guard<std::mutex> call(call_mu_);
   Start(num_threads);
@@ -27,8 +40,8 @@ void ThreadPool::Start(int num_threads) {
   // the lock must still wake it.
   uint64_t generation = generation_;
   for (int i = 1; i < num_threads; ++i)
-    workers_.emplace_back([this, generation] { WorkerLoop(generation); });
-  num_threads_.store(static_cast<int>(workers_.size()) + 1, std::memory_order_relaxed);
+    workers_.emplace_back([this, generation, i] { WorkerLoop(generation, i - 1); });
+  size_.store(static_cast<int>(workers_.size()) + 1, std::memory_order_relaxed);
 }
 
 void ThreadPool::Stop() {
@@ -39,13 +52,13 @@ void ThreadPool::Stop() {
   cv_.notify_all();
   for (auto& t : workers_) t.join();
   workers_.clear();
-  num_threads_.store(1, std::memory_order_relaxed);
+  size_.store(1, std::memory_order_relaxed);
 }
 
 void ThreadPool::Resize(int num_threads) {
   std::lock_guard<std::mutex> call(call_mu_);
   if (num_threads < 1) num_threads = 1;
-  if (num_threads == this->num_threads()) return;
+  if (num_threads == size()) return;
   Stop();
   Start(num_threads);
 }
@@ -64,30 +77,42 @@ void ThreadPool::RunChunks() {
   }
 }
 
-void ThreadPool::WorkerLoop(uint64_t seen) {
+void ThreadPool::WorkerLoop(uint64_t seen, int index) {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
     if (stop_) return;
     seen = generation_;
-    RunChunks();
+    if (index + 1 < job_threads_) RunChunks();  // beyond the job's budget: sit this one out
   }
 }
 
 void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
-  // A racing Resize may change the count; it is read again under the lock, where the workers
-  // cannot change. Running inline on a stale 1 is still correct.
-  if (num_threads() == 1 || n <= grain) {
+  int threads = num_threads();
+  if (threads == 1 || n <= grain) {
     fn(0, n);
     return;
   }
-  std::lock_guard<std::mutex> call(call_mu_);
-  int threads = num_threads();
+  // One job at a time on the pool; a caller that finds it busy (another virtual device's kernel,
+  // or a kernel nested inside a chunk) runs its loop itself instead of waiting for the pool, so
+  // no kernel ever blocks behind another one.
+  std::unique_lock<std::mutex> call(call_mu_, std::try_to_lock);
+  if (!call.owns_lock()) {
+    fn(0, n);
+    return;
+  }
+  // A racing Resize may have changed the size: read it again now that it cannot change.
+  threads = num_threads();
+  if (threads == 1) {
+    fn(0, n);
+    return;
+  }
   // At most n / grain chunks, so that every chunk gets at least `grain` indices.
   int64_t chunks = std::min<int64_t>(threads * 4, n / grain);
   std::unique_lock<std::mutex> lock(mu_);
+  job_threads_ = threads;
   job_ = &fn;
   job_n_ = n;
   num_chunks_ = chunks;

@@ -1,5 +1,7 @@
-// The one thread pool the host executor's kernels share. Sized explicitly (option num_threads)
-// so that it never oversubscribes the cores together with PyTorch's own intra-op pool.
+// The one thread pool the host executor's kernels share. Its size is the option num_threads (0:
+// all cores), and a job uses at most the budget on top of that: the torch layer makes the budget
+// PyTorch's intra-op thread count, so torch.set_num_threads(n) caps the kernels at n threads too
+// (one thread budget for both, whichever runs).
 #pragma once
 
 #include <atomic>
@@ -17,29 +19,38 @@ class ThreadPool {
   static ThreadPool& Get();
   explicit ThreadPool(int num_threads);
   ~ThreadPool();
-  int num_threads() const { return num_threads_.load(std::memory_order_relaxed); }
+  // Threads a ParallelFor uses now: the pool's size capped by the budget.
+  int num_threads() const;
+  // Threads the pool has (the caller counts as one); readable without a lock.
+  int size() const { return size_.load(std::memory_order_relaxed); }
+  // Caps every job at budget() threads (null: no cap). Set once, by the torch layer.
+  static void SetBudget(int (*budget)());
   // Resizes the pool (the caller counts as one thread). Safe against ParallelFor on other
-  // threads: it waits for a running job to finish. Never call it from inside a job.
+  // threads: it waits for a running job to finish (and a ParallelFor meanwhile runs on its
+  // caller). Never call it from inside a job.
   void Resize(int num_threads);
   // Runs fn(begin, end) over [0, n) in chunks of at least `grain`, on the pool and the caller.
+  // While the pool runs another caller's job (or when called from inside a chunk), fn runs on the
+  // calling thread alone: callers never wait for each other.
   void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
   void Start(int num_threads);
   void Stop();
-  void WorkerLoop(uint64_t seen_generation);
+  void WorkerLoop(uint64_t seen_generation, int index);
   void RunChunks();
 
   std::vector<std::thread> workers_;  // changed only with call_mu_ held
-  std::atomic<int> num_threads_{1};   // workers_.size() + 1, readable without a lock
+  std::atomic<int> size_{1};          // workers_.size() + 1
   std::mutex mu_;
   std::condition_variable cv_;
   std::condition_variable done_cv_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0, next_chunk_ = 0, num_chunks_ = 0, chunks_done_ = 0;
+  int job_threads_ = 1;  // workers with index + 1 < job_threads_ take part
   uint64_t generation_ = 0;
   bool stop_ = false;
-  std::mutex call_mu_;  // one ParallelFor or Resize at a time
+  std::mutex call_mu_;  // held by the ParallelFor that owns the pool, or by Resize
 };
 
 }  // namespace tpu

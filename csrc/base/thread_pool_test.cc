@@ -66,6 +66,48 @@ TEST(ThreadPoolTest, UsesSeveralThreads) {
   EXPECT_LE(ids.size(), 3u);
 }
 
+TEST(ThreadPoolTest, BudgetCapsTheThreadsOfAJob) {
+  ThreadPool pool(4);
+  ThreadPool::SetBudget([] { return 2; });
+  EXPECT_EQ(pool.num_threads(), 2);
+  EXPECT_EQ(pool.size(), 4);
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  pool.ParallelFor(64, 1, [&](int64_t, int64_t) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ids.insert(std::this_thread::get_id());
+    }
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  });
+  ThreadPool::SetBudget(nullptr);
+  EXPECT_LE(ids.size(), 2u);
+  EXPECT_EQ(pool.num_threads(), 4);
+  CheckCoverage(pool, 1000, 3);
+}
+
+TEST(ThreadPoolTest, ConcurrentCallersNeverWait) {
+  // Two threads calling ParallelFor at once, and a call nested in a chunk: all complete (the one
+  // that finds the pool busy runs its range itself) and cover their ranges exactly once.
+  ThreadPool pool(3);
+  std::atomic<int64_t> a{0}, b{0}, nested{0};
+  std::thread other([&] {
+    for (int r = 0; r < 50; ++r) pool.ParallelFor(1000, 10, [&](int64_t lo, int64_t hi) { a += hi - lo; });
+  });
+  for (int r = 0; r < 50; ++r)
+    pool.ParallelFor(1000, 10, [&](int64_t lo, int64_t hi) {
+      b += hi - lo;
+      pool.ParallelFor(10, 1, [&](int64_t l2, int64_t h2) { nested += h2 - l2; });
+    });
+  other.join();
+  EXPECT_EQ(a.load(), 50 * 1000);
+  EXPECT_EQ(b.load(), 50 * 1000);
+  EXPECT_GT(nested.load(), 0);
+  EXPECT_EQ(nested.load() % 10, 0);
+}
+
 TEST(ThreadPoolTest, SingleThreadRunsInline) {
   ThreadPool pool(1);
   EXPECT_EQ(pool.num_threads(), 1);

@@ -5,18 +5,11 @@
 #include <cstring>
 #include <string>
 
+#include "base/cpu_relax.h"
 #include "base/metrics.h"
 
 namespace tpu {
 namespace {
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
 
 std::atomic<int> g_next_thread_id{1};
 

@@ -1,5 +1,6 @@
 // The Python extension module torch_tpu._C: device registration, device queries, options,
 // eager modes, metrics. Each binding is a thin call into the layers below.
+#include <ATen/Parallel.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/Generator.h>
@@ -78,8 +79,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_register_device", [] {
     RegisterDevice();
     RegisterForkHandler();  // from now on the device counts as initialised (Note [Fork])
-    // Size the executor's pool once, before any kernel runs.
+    // Size the executor's pool once, before any kernel runs; every job is capped at PyTorch's
+    // intra-op thread count, so torch.set_num_threads(n) holds for the device's kernels too (one
+    // budget: at::get_num_threads reads a global, safe from the queue worker).
     if (Flags().num_threads > 0) ThreadPool::Get().Resize(static_cast<int>(Flags().num_threads));
+    ThreadPool::SetBudget([] { return at::get_num_threads(); });
   });
   m.def("_set_num_threads", [](int n) { ThreadPool::Get().Resize(n); });
   m.def("_get_num_threads", [] { return ThreadPool::Get().num_threads(); });

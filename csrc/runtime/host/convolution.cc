@@ -8,19 +8,28 @@
 //     convolution);
 //   - lhs dilation with unit window strides: backward-data (the input gradient, or a transposed
 //     convolution), with the kernel reversed back and its feature dims swapped (a small copy).
-// Anything else (float64, integers, other attribute mixes) runs the reference loops. Primitives
-// are created with format "any" (oneDNN's blocked layouts) and fed by reorders from/to the strided
-// views, cached by shape, strides and types. bfloat16/float16 run natively where oneDNN has a
-// kernel for this CPU, else through float32 (the reorders convert).
+// Anything else (float64, integers, other attribute mixes) runs the reference loops. Activations in
+// a channels-last layout (NHWC, NWC, NDHWC views) are given to the primitive as they are, so they
+// run channels-last end to end with no reorder; other layouts (and the weights) use format "any"
+// (oneDNN's blocked layouts) fed by reorders from/to the strided views. Primitives are cached by
+// shape, strides and types in a bounded LRU whose lock is not held while they run. bfloat16/float16
+// run natively where oneDNN has a kernel for this CPU, else through float32 (the reorders convert).
+//
+// Note [Weight reorders]: the reordered (blocked) weights are not kept between calls. A kernel sees
+// only a View (pointer, dims, strides): the same pointer holds new values after every optimizer
+// step, written in place, and nothing in the View says so; hashing the weights to detect a change
+// reads them once, as the reorder itself does. A sound cache needs a version from the runtime (a
+// counter on the Buffer, bumped by every launch or copy that writes it, carried into the View).
 #include <cstring>
-#include <mutex>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "base/hash.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "runtime/host/conv_util.h"
+#include "runtime/host/lru_cache.h"
 #include "runtime/host/onednn_threads.h"
 
 namespace tpu::host {
@@ -240,11 +249,31 @@ struct Entry {
   std::optional<dnnl::reorder> reorder[3];
 };
 
+// A dense channels-last view (NWC, NHWC, NDHWC) of oneDNN data type `t`, as the descriptor
+// oneDNN's own tag gives: the layout its direct convolutions run on without a reorder.
+std::optional<dnnl::memory::desc> ChannelsLast(const View& v, dt t) {
+  using tag = dnnl::memory::format_tag;
+  if (DnnlType(v.dtype) != t) return std::nullopt;
+  tag k = v.dims.size() == 3 ? tag::nwc : v.dims.size() == 4 ? tag::nhwc : v.dims.size() == 5 ? tag::ndhwc : tag::undef;
+  if (k == tag::undef || v.dims[1] == 1) return std::nullopt;
+  dnnl::memory::desc want(dims_t(v.dims.begin(), v.dims.end()), t, k);
+  if (!(UserDesc(v) == want)) return std::nullopt;
+  return want;
+}
+
+struct KeyHash {
+  size_t operator()(const std::vector<int64_t>& k) const {
+    uint64_t h = 0x636f6e76ULL;
+    for (int64_t v : k) h = HashMix(h, static_cast<uint64_t>(v));
+    return static_cast<size_t>(h);
+  }
+};
+
+constexpr size_t kConvCacheEntries = 256;  // bounded: eager shapes vary
+
 struct Engine {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  dnnl::stream stream{engine};
-  std::mutex mu;
-  std::unordered_map<uint64_t, std::shared_ptr<Entry>> cache;
+  LruCache<std::vector<int64_t>, Entry, KeyHash> cache{kConvCacheEntries};
 };
 
 Engine& GetEngine() {
@@ -252,20 +281,36 @@ Engine& GetEngine() {
   return *e;
 }
 
-uint64_t Key(const Problem& p) {
-  uint64_t h = HashMix(0x636f6e76ULL, static_cast<uint64_t>(p.path));
+dnnl::stream& ThreadStream(const dnnl::engine& engine) {
+  thread_local dnnl::stream stream(engine);  // oneDNN streams are not shared between threads
+  return stream;
+}
+
+// The exact problem (the cache compares it whole: no hash collisions).
+std::vector<int64_t> Key(const Problem& p) {
+  std::vector<int64_t> k{static_cast<int64_t>(p.path)};
   for (const View* v : {&p.src, &p.wei, &p.dst}) {
-    h = HashMix(h, static_cast<uint64_t>(v->dtype));
-    h = HashMix(h, v->dims.size());
-    for (size_t d = 0; d < v->dims.size(); ++d) h = HashMix(HashMix(h, v->dims[d]), v->strides[d]);
+    k.push_back(static_cast<int64_t>(v->dtype));
+    k.push_back(static_cast<int64_t>(v->dims.size()));
+    for (size_t d = 0; d < v->dims.size(); ++d) {
+      k.push_back(v->dims[d]);
+      k.push_back(v->dims[d] == 1 ? 0 : v->strides[d]);
+    }
   }
-  for (const dims_t* v : {&p.strides, &p.dilates, &p.pad_l, &p.pad_r})
-    for (int64_t x : *v) h = HashMix(h, static_cast<uint64_t>(x));
-  return h;
+  for (const dims_t* v : {&p.strides, &p.dilates, &p.pad_l, &p.pad_r}) k.insert(k.end(), v->begin(), v->end());
+  return k;
+}
+
+// oneDNN's reference implementation: what it falls back to when no optimized kernel takes the
+// layouts asked for (much slower than an optimized kernel plus reorders).
+bool IsReference(const dnnl::primitive_desc_base& pd) {
+  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
 }
 
 // The primitive computing in `ct` (the output in float32 when the output view is float32).
-std::shared_ptr<Entry> Create(const Problem& p, dt ct, const dnnl::engine& eng) {
+// With `channels_last`, activations already in a channels-last layout are used as they are; null
+// when that leaves only oneDNN's reference kernel.
+std::shared_ptr<Entry> Create(const Problem& p, dt ct, const dnnl::engine& eng, bool channels_last) {
   using md = dnnl::memory::desc;
   using tag = dnnl::memory::format_tag;
   auto e = std::make_shared<Entry>();
@@ -274,14 +319,22 @@ std::shared_ptr<Entry> Create(const Problem& p, dt ct, const dnnl::engine& eng) 
   for (int r = 0; r < 3; ++r) {
     e->user[r] = UserDesc(*views[r]);
     dt t = (r == p.out_role() && views[r]->dtype == DType::kF32) ? dt::f32 : ct;
-    dims_t dims(views[r]->dims.begin(), views[r]->dims.end());
-    any[r] = md(dims, t, tag::any);
+    any[r] = md(dims_t(views[r]->dims.begin(), views[r]->dims.end()), t, tag::any);
+    // Both activations channels-last, or neither: oneDNN's direct kernels do not mix it with
+    // blocked layouts, and a channels-last -> plain reorder costs more than the blocked route's
+    // two reorders. Role 1 is the weights (or the weight gradient): always "any".
+    if (channels_last && r != 1) {
+      auto cl = ChannelsLast(*views[r], t);
+      if (!cl) return nullptr;
+      any[r] = *cl;
+    }
   }
   auto alg = dnnl::algorithm::convolution_direct;
   dnnl::convolution_forward::desc fwd(dnnl::prop_kind::forward_training, alg, any[0], any[1],
                                       any[2], p.strides, p.dilates, p.pad_l, p.pad_r);
   dnnl::convolution_forward::primitive_desc fpd(fwd, eng);
   if (p.path == Path::kForward) {
+    if (channels_last && IsReference(fpd)) return nullptr;
     e->inner[0] = fpd.src_desc();
     e->inner[1] = fpd.weights_desc();
     e->inner[2] = fpd.dst_desc();
@@ -290,6 +343,7 @@ std::shared_ptr<Entry> Create(const Problem& p, dt ct, const dnnl::engine& eng) 
     dnnl::convolution_backward_data::desc bwd(alg, any[0], any[1], any[2], p.strides, p.dilates,
                                               p.pad_l, p.pad_r);
     dnnl::convolution_backward_data::primitive_desc pd(bwd, eng, fpd);
+    if (channels_last && IsReference(pd)) return nullptr;
     e->inner[0] = pd.diff_src_desc();
     e->inner[1] = pd.weights_desc();
     e->inner[2] = pd.diff_dst_desc();
@@ -298,6 +352,7 @@ std::shared_ptr<Entry> Create(const Problem& p, dt ct, const dnnl::engine& eng) 
     dnnl::convolution_backward_weights::desc bwd(alg, any[0], any[1], any[2], p.strides, p.dilates,
                                                  p.pad_l, p.pad_r);
     dnnl::convolution_backward_weights::primitive_desc pd(bwd, eng, fpd);
+    if (channels_last && IsReference(pd)) return nullptr;
     e->inner[0] = pd.src_desc();
     e->inner[1] = pd.diff_weights_desc();
     e->inner[2] = pd.diff_dst_desc();
@@ -313,30 +368,39 @@ std::shared_ptr<Entry> Create(const Problem& p, dt ct, const dnnl::engine& eng) 
   return e;
 }
 
+std::shared_ptr<Entry> CreateAny(const Problem& p, dt ct, const dnnl::engine& eng) {
+  // Channels-last activations first; oneDNN may have no kernel for a mixed layout: then "any".
+  try {
+    if (auto e = Create(p, ct, eng, true)) return e;
+  } catch (const dnnl::error&) {
+  }
+  return Create(p, ct, eng, false);
+}
+
 Status Execute(const Problem& p) {
   Engine& eng = GetEngine();
-  std::lock_guard<std::mutex> lock(eng.mu);
-  uint64_t key = Key(p);
-  auto it = eng.cache.find(key);
-  if (it == eng.cache.end()) {
+  std::vector<int64_t> key = Key(p);
+  std::shared_ptr<Entry> found = eng.cache.Find(key);
+  if (!found) {
     DType in_t = p.path == Path::kBackwardData ? p.dst.dtype : p.src.dtype;
     std::shared_ptr<Entry> e;
     try {
-      e = Create(p, DnnlType(in_t), eng.engine);
+      e = CreateAny(p, DnnlType(in_t), eng.engine);
     } catch (const dnnl::error& err) {
       // Unimplemented sends the problem to the reference loops.
       if (in_t == DType::kF32)
         return Unimplemented(std::string("oneDNN convolution: ") + err.what());
       // No kernel for this dtype on this CPU: compute in float32 (the reorders convert).
       try {
-        e = Create(p, dt::f32, eng.engine);
+        e = CreateAny(p, dt::f32, eng.engine);
       } catch (const dnnl::error& err2) {
         return Unimplemented(std::string("oneDNN convolution: ") + err2.what());
       }
     }
-    it = eng.cache.emplace(key, std::move(e)).first;
+    found = eng.cache.Insert(key, std::move(e));
   }
-  Entry& e = *it->second;
+  dnnl::stream& stream = ThreadStream(eng.engine);
+  const Entry& e = *found;
   const View* views[3] = {&p.src, &p.wei, &p.dst};
   static const int kArgs[3][3] = {{DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
                                   {DNNL_ARG_DIFF_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_DST},
@@ -350,15 +414,15 @@ Status Execute(const Problem& p) {
       user[r] = dnnl::memory(e.user[r], eng.engine, views[r]->data);
       if (e.reorder[r]) {
         inner[r] = dnnl::memory(e.inner[r], eng.engine);
-        if (r != out) e.reorder[r]->execute(eng.stream, user[r], inner[r]);
+        if (r != out) e.reorder[r]->execute(stream, user[r], inner[r]);
       } else {
         inner[r] = user[r];
       }
       args[kArgs[static_cast<int>(p.path)][r]] = inner[r];
     }
-    e.prim.execute(eng.stream, args);
-    if (e.reorder[out]) e.reorder[out]->execute(eng.stream, inner[out], user[out]);
-    eng.stream.wait();
+    e.prim.execute(stream, args);
+    if (e.reorder[out]) e.reorder[out]->execute(stream, inner[out], user[out]);
+    stream.wait();
   } catch (const dnnl::error& err) {
     return Internal(std::string("oneDNN convolution failed: ") + err.what());
   }

@@ -169,6 +169,7 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, ConvTest,
     ::testing::Values(
         ConvCase{2, 3, 4, 1, {7, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}},
+        ConvCase{2, 16, 32, 1, {6, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}},  // oneDNN's nhwc kernels
         ConvCase{2, 3, 4, 1, {8, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 1}},  // rows no window reaches
         ConvCase{1, 2, 3, 1, {9, 9}, {3, 3}, {1, 1}, {2, 2}, {2, 2}},  // dilation
         ConvCase{2, 4, 6, 2, {6, 7}, {2, 3}, {2, 1}, {0, 1}, {1, 1}},  // groups
@@ -177,6 +178,68 @@ INSTANTIATE_TEST_SUITE_P(
         ConvCase{1, 2, 2, 1, {5, 4}, {3, 2}, {1, 1}, {3, 2}, {1, 1}},  // padding > kernel extent
         ConvCase{2, 3, 2, 1, {10}, {3}, {2}, {1}, {2}},                // 1d
         ConvCase{1, 2, 3, 1, {4, 5, 3}, {2, 3, 2}, {1, 2, 1}, {1, 0, 1}, {1, 1, 1}}));  // 3d
+
+// Strides of NC<spatial> dims laid out channels-last (N, spatial..., C in memory).
+Dims ChannelsLastStrides(const Dims& d) {
+  Dims s(d.size());
+  int64_t acc = d[1];
+  s[1] = 1;
+  for (size_t i = d.size(); i-- > 2;) {
+    s[i] = acc;
+    acc *= d[i];
+  }
+  s[0] = acc;
+  return s;
+}
+
+// v (contiguous in d) copied to the channels-last memory of the same logical tensor, or back.
+std::vector<float> Relayout(const std::vector<float>& v, const Dims& d, bool to_channels_last) {
+  Dims cs = ContiguousStrides(d), ls = ChannelsLastStrides(d);
+  std::vector<float> r(v.size());
+  for (int64_t e = 0; e < static_cast<int64_t>(v.size()); ++e) {
+    int64_t off = 0;
+    for (size_t i = 0; i < d.size(); ++i) off += (e / cs[i]) % d[i] * ls[i];
+    if (to_channels_last) r[off] = v[e];
+    else r[e] = v[off];
+  }
+  return r;
+}
+
+// Every operand and result bound channels-last (NHWC memory, as a channels_last PyTorch tensor
+// is): oneDNN runs on those layouts directly; results must equal the loops'.
+TEST_P(ConvTest, ChannelsLastBindings) {
+  const ConvCase& k = GetParam();
+  Dims out = OutSpatial(k);
+  Dims xd = Cat({k.n, k.c}, k.in), wd = Cat({k.o, k.c / k.groups}, k.kernel), yd = Cat({k.n, k.o}, out);
+  auto x = Values<float>(Prod(xd), 1), w = Values<float>(Prod(wd), 2), gy = Values<float>(Prod(yd), 3);
+  Naive want = RunNaive(k, x, w, gy);
+  ConvParams p{k.stride, k.padding, k.dilation, k.groups};
+  auto xl = Relayout(x, xd, true), wl = Relayout(w, wd, true), gyl = Relayout(gy, yd, true);
+  std::vector<float> y(Prod(yd)), gx(Prod(xd)), gw(Prod(wd));
+  auto cl = [](std::vector<float>& v, const Dims& d) { return Bind(v, F, d, ChannelsLastStrides(d)); };
+  {
+    Builder b;
+    int xp = b.Param(T(F, xd)), wp = b.Param(T(F, wd));
+    b.Result(ConvForward(b, xp, wp, p, F));
+    ASSERT_TRUE(RunProgram(b, Bindings(cl(xl, xd), cl(wl, wd)), Bindings(cl(y, yd))).ok());
+  }
+  {
+    Builder b;
+    int gp = b.Param(T(F, yd)), wp = b.Param(T(F, wd));
+    b.Result(ConvInputGrad(b, gp, wp, p, k.in, F));
+    ASSERT_TRUE(RunProgram(b, Bindings(cl(gyl, yd), cl(wl, wd)), Bindings(cl(gx, xd))).ok());
+  }
+  {
+    Builder b;
+    int xp = b.Param(T(F, xd)), gp = b.Param(T(F, yd));
+    b.Result(ConvWeightGrad(b, xp, gp, p, k.kernel, F));
+    ASSERT_TRUE(RunProgram(b, Bindings(cl(xl, xd), cl(gyl, yd)), Bindings(cl(gw, wd))).ok());
+  }
+  y = Relayout(y, yd, false), gx = Relayout(gx, xd, false), gw = Relayout(gw, wd, false);
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], want.y[i]) << "y " << i;
+  for (size_t i = 0; i < gx.size(); ++i) ASSERT_EQ(gx[i], want.gx[i]) << "grad x " << i;
+  for (size_t i = 0; i < gw.size(); ++i) ASSERT_EQ(gw[i], want.gw[i]) << "grad w " << i;
+}
 
 // Operands in other layouts through dimension numbers: x as NHWC, w as HWIO, y as NHWC, the input
 // bound through a strided (sliced) view. Compared with the same convolution in NCHW.

@@ -5,6 +5,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "base/thread_pool.h"
 #include "runtime/host/kernels.h"
 
 namespace tpu::host {
@@ -140,7 +141,20 @@ Status RunIota(const Op& op, const View& out) {
   int64_t size = out.dims[dim];
   char* p = static_cast<char*>(out.data);
   int elem = DTypeSize(out.dtype);
-  for (int64_t i = 0; i < n; ++i) StoreScalar(out.dtype, static_cast<double>((i / inner) % size), p + i * elem);
+  auto fill = [&](auto* q, int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) q[i] = static_cast<std::remove_pointer_t<decltype(q)>>((i / inner) % size);
+  };
+  auto body = [&](int64_t b, int64_t e) {
+    switch (out.dtype) {  // typed fills for the common types
+      case DType::kI64: fill(reinterpret_cast<int64_t*>(p), b, e); break;
+      case DType::kI32: fill(reinterpret_cast<int32_t*>(p), b, e); break;
+      case DType::kF32: fill(reinterpret_cast<float*>(p), b, e); break;
+      default:
+        for (int64_t i = b; i < e; ++i) StoreScalar(out.dtype, static_cast<double>((i / inner) % size), p + i * elem);
+    }
+  };
+  if (n >= (int64_t{1} << 16)) ThreadPool::Get().ParallelFor(n, 8192, body);
+  else body(0, n);
   return Status::Ok();
 }
 

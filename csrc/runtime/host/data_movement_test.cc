@@ -120,6 +120,20 @@ TEST(IotaTest, EachDimAndDType) {
   EXPECT_EQ(o2, (std::vector<float>{0, 0, 0.5f, 0.5f, 1, 1, 0, 0, 0.5f, 0.5f, 1, 1}));
 }
 
+TEST(IotaTest, LargeOutputsAreThreaded) {
+  const int64_t A = 700, B = 300;  // above the threading threshold
+  Builder b;
+  b.Result(b.Iota(T(DType::kI64, {A, B}), 1));
+  b.Result(b.Iota(T(DType::kI16, {A, B}), 0));  // wraps at 2^15 like a cast: 700 fits
+  std::vector<int64_t> o0(A * B);
+  std::vector<int16_t> o1(A * B);
+  ASSERT_TRUE(RunProgram(b, {}, Bindings(Bind(o0, DType::kI64, {A, B}), Bind(o1, DType::kI16, {A, B}))).ok());
+  for (int64_t i = 0; i < A * B; ++i) {
+    ASSERT_EQ(o0[i], i % B) << i;
+    ASSERT_EQ(o1[i], i / B) << i;
+  }
+}
+
 TEST(ConstantTest, ScalarsOfEachDType) {
   Builder b;
   b.Result(b.Constant(-2.5, F));

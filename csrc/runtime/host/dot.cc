@@ -1,8 +1,10 @@
 // dot_general: operands are viewed as [batch, M, K] x [batch, K, N] (a copy only when a group of
 // dims cannot be flattened as a view) and handed to oneDNN's matmul with their strides, so a
-// transposed weight is read in place. Primitives are cached by shape, strides and types.
-// float64, integer and bool products, which oneDNN does not cover, use a plain loop; bfloat16/float16
-// on a CPU without oneDNN kernels for them run through float32 (Note [bf16 without AVX-512]).
+// transposed weight is read in place. Primitives are cached by shape, strides and types (a bounded
+// LRU; its lock is not held while a primitive runs). float64 and integer products, which oneDNN's
+// matmul does not cover, go to BatchedGemm (dot_blas.cc: OpenBLAS and a blocked integer loop);
+// bfloat16/float16 on a CPU without oneDNN kernels for them run through float32 (Note [bf16
+// without AVX-512]).
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -14,7 +16,9 @@
 #include "oneapi/dnnl/dnnl.hpp"
 
 #include "base/hash.h"
+#include "runtime/host/dot_blas.h"
 #include "runtime/host/kernels.h"
+#include "runtime/host/lru_cache.h"
 #include "runtime/host/onednn_threads.h"
 
 namespace tpu::host {
@@ -99,20 +103,33 @@ dnnl::memory::data_type DnnlType(DType t) {
 }
 
 // A matmul primitive with its memory objects and argument map, built once per problem: a call
-// only swaps in the data pointers (building them per call cost more than a tiny product).
+// only swaps in the data pointers (building them per call cost more than a tiny product). The
+// prebuilt memory objects belong to whichever call holds `in_use`; a concurrent call of the same
+// problem (another virtual device) builds its own.
 struct MatmulEntry {
-  std::vector<int64_t> key;  // the exact problem (the hash only picks the slot)
-  bool native = false;       // false: oneDNN has no kernel for these types on this CPU
+  bool native = false;  // false: oneDNN has no kernel for these types on this CPU
   dnnl::matmul prim;
+  dnnl::memory::desc amd, bmd, cmd;
+  std::mutex in_use;
   dnnl::memory a, b, c;
   std::unordered_map<int, dnnl::memory> args;
 };
 
+struct KeyHash {
+  size_t operator()(const std::vector<int64_t>& k) const {
+    uint64_t h = 0x646f74ULL;
+    for (int64_t v : k) h = HashMix(h, static_cast<uint64_t>(v));
+    return static_cast<size_t>(h);
+  }
+};
+
+// Bounded: an eager program's shapes vary (a growing sequence, ragged batches), so an unbounded
+// cache grows with every new shape.
+constexpr size_t kMatmulCacheEntries = 512;
+
 struct Engine {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  dnnl::stream stream{engine};
-  std::mutex mu;
-  std::unordered_map<uint64_t, MatmulEntry> cache;
+  LruCache<std::vector<int64_t>, MatmulEntry, KeyHash> cache{kMatmulCacheEntries};
 };
 
 Engine& GetEngine() {
@@ -120,16 +137,10 @@ Engine& GetEngine() {
   return *e;
 }
 
-// The plain loop over contiguous [nb, m, k] x [nb, k, n] operands of the accumulation type.
-template <typename Acc>
-void NaiveBmm(const Acc* a, const Acc* b, Acc* c, int64_t nb, int64_t m, int64_t n, int64_t k) {
-  for (int64_t bi = 0; bi < nb; ++bi)
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        Acc acc = 0;
-        for (int64_t p = 0; p < k; ++p) acc += a[(bi * m + i) * k + p] * b[(bi * k + p) * n + j];
-        c[(bi * m + i) * n + j] = acc;
-      }
+// oneDNN streams are not meant to be shared between threads: one per calling thread.
+dnnl::stream& ThreadStream(const dnnl::engine& engine) {
+  thread_local dnnl::stream stream(engine);
+  return stream;
 }
 
 // One [nb, m, k] x [nb, k, n] -> contiguous [nb, m, n] product; strides in elements.
@@ -143,45 +154,48 @@ struct MatmulProblem {
 // kernel for these types on this CPU; that answer is cached too.
 StatusOr<bool> RunMatmul(const MatmulProblem& p, void* a, void* b, void* c) {
   using md = dnnl::memory::desc;
+  MatchOneDnnThreads();
   dnnl::memory::dims adims = {p.nb, p.m, p.k}, bdims = {p.nb, p.k, p.n}, cdims = {p.nb, p.m, p.n};
   dnnl::memory::dims cstr = {p.m * p.n, p.n, 1};
   std::vector<int64_t> exact = {p.nb, p.m, p.k, p.n, p.astr[0], p.astr[1], p.astr[2], p.bstr[0],
                                 p.bstr[1], p.bstr[2], static_cast<int64_t>(p.dt), static_cast<int64_t>(p.odt)};
-  uint64_t key = 0x646f74ULL;
-  for (int64_t v : exact) key = HashMix(key, static_cast<uint64_t>(v));
-  MatchOneDnnThreads();
   Engine& e = GetEngine();
-  std::lock_guard<std::mutex> lock(e.mu);
-  MatmulEntry& entry = e.cache[key];
-  if (entry.key != exact) {
-    md amd(adims, p.dt, p.astr), bmd(bdims, p.dt, p.bstr), cmd(cdims, p.odt, cstr);
-    entry = MatmulEntry{};
-    entry.key = exact;
+  std::shared_ptr<MatmulEntry> entry = e.cache.Find(exact);
+  if (!entry) {
+    auto made = std::make_shared<MatmulEntry>();
     try {
-      dnnl::matmul::desc desc(amd, bmd, cmd);
+      made->amd = md(adims, p.dt, p.astr);
+      made->bmd = md(bdims, p.dt, p.bstr);
+      made->cmd = md(cdims, p.odt, cstr);
+      dnnl::matmul::desc desc(made->amd, made->bmd, made->cmd);
       dnnl::matmul::primitive_desc pd(desc, e.engine);
-      entry.prim = dnnl::matmul(pd);
-      entry.a = dnnl::memory(amd, e.engine, DNNL_MEMORY_NONE);
-      entry.b = dnnl::memory(bmd, e.engine, DNNL_MEMORY_NONE);
-      entry.c = dnnl::memory(cmd, e.engine, DNNL_MEMORY_NONE);
-      entry.args = {{DNNL_ARG_SRC, entry.a}, {DNNL_ARG_WEIGHTS, entry.b}, {DNNL_ARG_DST, entry.c}};
-      entry.native = true;
+      made->prim = dnnl::matmul(pd);
+      made->a = dnnl::memory(made->amd, e.engine, DNNL_MEMORY_NONE);
+      made->b = dnnl::memory(made->bmd, e.engine, DNNL_MEMORY_NONE);
+      made->c = dnnl::memory(made->cmd, e.engine, DNNL_MEMORY_NONE);
+      made->args = {{DNNL_ARG_SRC, made->a}, {DNNL_ARG_WEIGHTS, made->b}, {DNNL_ARG_DST, made->c}};
+      made->native = true;
     } catch (const dnnl::error& err) {
       // For reduced precision: no kernel on this CPU (the caller computes in float32, where a
       // problem oneDNN rejects for another reason fails with its message).
       bool reduced = p.dt != dnnl::memory::data_type::f32 || p.odt != dnnl::memory::data_type::f32;
-      if (!reduced) {
-        e.cache.erase(key);
-        return Internal(std::string("oneDNN matmul creation failed: ") + err.what());
-      }
+      if (!reduced) return Internal(std::string("oneDNN matmul creation failed: ") + err.what());
     }
+    entry = e.cache.Insert(exact, std::move(made));
   }
-  if (!entry.native) return false;
-  entry.a.set_data_handle(a);
-  entry.b.set_data_handle(b);
-  entry.c.set_data_handle(c);
-  entry.prim.execute(e.stream, entry.args);
-  e.stream.wait();
+  if (!entry->native) return false;
+  dnnl::stream& stream = ThreadStream(e.engine);
+  std::unique_lock<std::mutex> mine(entry->in_use, std::try_to_lock);
+  if (mine.owns_lock()) {
+    entry->a.set_data_handle(a);
+    entry->b.set_data_handle(b);
+    entry->c.set_data_handle(c);
+    entry->prim.execute(stream, entry->args);
+  } else {
+    dnnl::memory am(entry->amd, e.engine, a), bm(entry->bmd, e.engine, b), cm(entry->cmd, e.engine, c);
+    entry->prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  }
+  stream.wait();
   return true;
 }
 
@@ -209,22 +223,20 @@ Status RunDotGeneral(const Op& op, const View& lhs, const View& rhs, const View&
   auto odt = DnnlType(out.dtype);
   dnnl::memory::dims astr = {nb == 1 ? m * k : A.b.stride, m == 1 ? k : A.m.stride, k == 1 ? 1 : A.k.stride};
   dnnl::memory::dims bstr = {nb == 1 ? k * n : B.b.stride, k == 1 ? n : B.k.stride, n == 1 ? 1 : B.m.stride};
-  View Lv{L.data, t, {nb, m, k}, {astr[0], astr[1], astr[2]}};
-  View Rv{R.data, t, {nb, k, n}, {bstr[0], bstr[1], bstr[2]}};
   View O{out.data, out.dtype, {nb, m, n}, ContiguousStrides({nb, m, n})};
   if (dt == dnnl::memory::data_type::undef || odt == dnnl::memory::data_type::undef) {
-    // What oneDNN does not take (float64, integers, bool, mixed result types): a plain loop in
-    // double for floating point, in wrapping 64-bit integers otherwise, converted to the result.
+    StridedMats sa{L.data, A.b.stride, A.m.stride, A.k.stride};
+    StridedMats sb{R.data, B.b.stride, B.k.stride, B.m.stride};
+    if (out.dtype == t) return BatchedGemm(t, sa, sb, out.data, nb, m, n, k);
+    // A result of another type (int8 operands into an int32 result, float64 into float32): the
+    // product in 64 bits (exact for integers until it wraps at 64), then converted.
     DType acc = IsFloat(t) ? DType::kF64 : DType::kI64;
+    View Lv{L.data, t, {nb, m, k}, {astr[0], astr[1], astr[2]}};
+    View Rv{R.data, t, {nb, k, n}, {bstr[0], bstr[1], bstr[2]}};
     std::vector<char> la, ra, oa(static_cast<size_t>(nb * m * n) * 8);
     View La = Materialize(Lv, {0, 1, 2}, acc, la), Ra = Materialize(Rv, {0, 1, 2}, acc, ra);
-    if (acc == DType::kF64) {
-      NaiveBmm(static_cast<const double*>(La.data), static_cast<const double*>(Ra.data),
-               reinterpret_cast<double*>(oa.data()), nb, m, n, k);
-    } else {  // in unsigned arithmetic: integer products wrap, as PyTorch's do
-      NaiveBmm(static_cast<const uint64_t*>(La.data), static_cast<const uint64_t*>(Ra.data),
-               reinterpret_cast<uint64_t*>(oa.data()), nb, m, n, k);
-    }
+    TPU_RETURN_IF_ERROR(BatchedGemm(acc, StridedMats{La.data, m * k, k, 1}, StridedMats{Ra.data, k * n, n, 1},
+                                    oa.data(), nb, m, n, k));
     return CopyView(View{oa.data(), acc, O.dims, O.strides}, O);
   }
   MatmulProblem p{nb, m, k, n, astr, bstr, dt, odt};
@@ -234,6 +246,8 @@ Status RunDotGeneral(const Op& op, const View& lhs, const View& rhs, const View&
   // x86-64 CPUs (and with ONEDNN_MAX_CPU_ISA=AVX2) it has no kernel. The operands are converted
   // to float32 (exact), multiplied by the float32 kernel -- which accumulates in float32, as the
   // bf16 kernels do -- and the result is rounded once to its type: at least as accurate.
+  View Lv{L.data, t, {nb, m, k}, {astr[0], astr[1], astr[2]}};
+  View Rv{R.data, t, {nb, k, n}, {bstr[0], bstr[1], bstr[2]}};
   std::vector<char> lf, rf, of;
   View L32 = Materialize(Lv, {0, 1, 2}, DType::kF32, lf), R32 = Materialize(Rv, {0, 1, 2}, DType::kF32, rf);
   View O32 = O;

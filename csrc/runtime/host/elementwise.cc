@@ -17,6 +17,8 @@
 #include "base/thread_pool.h"
 #include "runtime/host/elementwise_simd.h"
 #include "runtime/host/kernels.h"
+#include "runtime/host/half.h"
+#include "runtime/host/reduce_simd.h"
 #include "runtime/host/wrapping.h"
 
 namespace tpu::host {
@@ -55,8 +57,7 @@ inline uint16_t F32ToBf16(float f) {
   bits += 0x7FFF + ((bits >> 16) & 1);
   return static_cast<uint16_t>(bits >> 16);
 }
-inline float RoundBf16(float f) { return Bf16ToF32(F32ToBf16(f)); }
-inline float RoundF16(float f) { return static_cast<float>(static_cast<_Float16>(f)); }
+inline float RoundF16(float f) { return static_cast<float>(static_cast<Half>(f)); }
 
 // Wraps an i32 register value to a narrow type's width.
 inline int32_t WrapI32(int32_t v, DType t) {
@@ -71,11 +72,7 @@ inline int32_t WrapI32(int32_t v, DType t) {
 
 void RoundToDType(void* reg, DType t, int64_t n) {
   switch (t) {
-    case DType::kBF16: {
-      float* f = static_cast<float*>(reg);
-      for (int64_t i = 0; i < n; ++i) f[i] = RoundBf16(f[i]);
-      break;
-    }
+    case DType::kBF16: RoundF32ToBf16(static_cast<float*>(reg), n); break;  // Highway
     case DType::kF16: {
       float* f = static_cast<float*>(reg);
       for (int64_t i = 0; i < n; ++i) f[i] = RoundF16(f[i]);
@@ -110,11 +107,12 @@ void Load(DType t, const char* p, int64_t stride, int64_t n, void* reg) {
     case DType::kBF16: {
       const uint16_t* m = reinterpret_cast<const uint16_t*>(p);
       float* o = static_cast<float*>(reg);
-      for (int64_t i = 0; i < n; ++i) o[i] = Bf16ToF32(m[i * stride]);
+      if (stride == 1) tpu::host::Bf16ToF32(m, o, n);  // Highway
+      else for (int64_t i = 0; i < n; ++i) o[i] = Bf16ToF32(m[i * stride]);
       break;
     }
     case DType::kF16: {
-      const _Float16* m = reinterpret_cast<const _Float16*>(p);
+      const Half* m = reinterpret_cast<const Half*>(p);
       float* o = static_cast<float*>(reg);
       for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(m[i * stride]);
       break;
@@ -149,13 +147,14 @@ void Store(DType t, const void* reg, int64_t n, char* p, int64_t stride) {
     case DType::kBF16: {
       const float* r = static_cast<const float*>(reg);
       uint16_t* m = reinterpret_cast<uint16_t*>(p);
-      for (int64_t i = 0; i < n; ++i) m[i * stride] = F32ToBf16(r[i]);
+      if (stride == 1) tpu::host::F32ToBf16(r, m, n);  // Highway
+      else for (int64_t i = 0; i < n; ++i) m[i * stride] = F32ToBf16(r[i]);
       break;
     }
     case DType::kF16: {
       const float* r = static_cast<const float*>(reg);
-      _Float16* m = reinterpret_cast<_Float16*>(p);
-      for (int64_t i = 0; i < n; ++i) m[i * stride] = static_cast<_Float16>(r[i]);
+      Half* m = reinterpret_cast<Half*>(p);
+      for (int64_t i = 0; i < n; ++i) m[i * stride] = static_cast<Half>(r[i]);
       break;
     }
     case DType::kI64: StoreAs<int64_t, int64_t>(static_cast<const int64_t*>(reg), n, p, stride); break;
@@ -398,6 +397,9 @@ bool RunOp(const Graph& g, const Op& op, const void* const* in, void* out, int64
     }
     case OpKind::Binary: {
       if (op.code == OpCode::kCompare) {
+        if (rc == Rc::kF32 && CompareF32Simd(static_cast<CompareDirection>(op.attrs.kind), static_cast<const float*>(in[0]),
+                                             static_cast<const float*>(in[1]), static_cast<int32_t*>(out), n))
+          return true;
         DispatchClass(rc, [&](auto t) {
           using T = decltype(t);
           CompareLoop<T>(static_cast<CompareDirection>(op.attrs.kind), static_cast<const T*>(in[0]),
@@ -407,6 +409,12 @@ bool RunOp(const Graph& g, const Op& op, const void* const* in, void* out, int64
       }
       if (rc == Rc::kF32 && BinaryF32Simd(op.code, static_cast<const float*>(in[0]),
                                           static_cast<const float*>(in[1]), static_cast<float*>(out), n))
+        break;
+      if (rc == Rc::kI64 && BinaryI64Simd(op.code, static_cast<const int64_t*>(in[0]),
+                                          static_cast<const int64_t*>(in[1]), static_cast<int64_t*>(out), n))
+        break;
+      if (rc == Rc::kI32 && BinaryI32Simd(op.code, static_cast<const int32_t*>(in[0]),
+                                          static_cast<const int32_t*>(in[1]), static_cast<int32_t*>(out), n))
         break;
       bool done = false;
       DispatchClass(rc, [&](auto t) {
@@ -419,6 +427,11 @@ bool RunOp(const Graph& g, const Op& op, const void* const* in, void* out, int64
     }
     case OpKind::Ternary: {
       Rc vc = ClassOf(op.type.dtype);
+      if (op.code == OpCode::kSelect && vc == Rc::kF32) {
+        SelectF32Simd(static_cast<const int32_t*>(in[0]), static_cast<const float*>(in[1]),
+                      static_cast<const float*>(in[2]), static_cast<float*>(out), n);
+        return true;
+      }
       DispatchClass(vc, [&](auto t) {
         using T = decltype(t);
         if (op.code == OpCode::kSelect)
@@ -547,6 +560,32 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
                            DTypeName(g.TypeOf(op.operands[0]).dtype) + " operands on the host executor");
     }
   }
+  // Inputs that are one value for the whole region (a scalar broadcast: every stride 0) are
+  // splatted once per call into a tile that every thread reads (ops never write their inputs).
+  thread_local std::vector<char> reused_splats;
+  std::vector<char>& splats = reused_splats;
+  SmallVector<int, 8> splat_of(nin, -1);
+  {
+    int count = 0;
+    for (int k = 0; k < nin; ++k) {
+      bool scalar = true;
+      for (int64_t st : operands[k].strides) scalar &= st == 0;
+      if (scalar) splat_of[k] = count++;
+    }
+    splats.resize(static_cast<size_t>(count) * kTile * 8 + 64);
+    for (int k = 0; k < nin; ++k) {
+      if (splat_of[k] < 0) continue;
+      char* t = splats.data() + splat_of[k] * kTile * 8;
+      Load(operands[k].dtype, operands[k].base, 0, 1, t);
+      if (ClassOf(operands[k].dtype) == Rc::kF64 || ClassOf(operands[k].dtype) == Rc::kI64) {
+        uint64_t* r = reinterpret_cast<uint64_t*>(t);
+        std::fill(r + 1, r + kTile, r[0]);
+      } else {
+        uint32_t* r = reinterpret_cast<uint32_t*>(t);
+        std::fill(r + 1, r + kTile, r[0]);
+      }
+    }
+  }
   ForEachTile(dims, operands, [&](const int64_t* off, int64_t len) {
     alignas(64) thread_local static char storage[kMaxRegionValues][kTile * 8];
     void* regs[kMaxRegionValues];
@@ -554,13 +593,21 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
       const Operand& o = operands[k];
       const char* p = o.base + off[k] * o.elem;
       int64_t s = inner_stride(o);
-      if (s == 1 && IsRegisterLayout(o.dtype)) {
+      if (splat_of[k] >= 0) {
+        regs[k] = splats.data() + splat_of[k] * kTile * 8;
+      } else if (s == 1 && IsRegisterLayout(o.dtype)) {
         regs[k] = const_cast<char*>(p);
       } else if (s == 0) {
         // Broadcast along the tile: load one element, splat.
         Load(o.dtype, p, 0, 1, storage[k]);
-        int sz = ClassOf(o.dtype) == Rc::kF64 || ClassOf(o.dtype) == Rc::kI64 ? 8 : 4;
-        for (int64_t i = 1; i < len; ++i) std::memcpy(storage[k] + i * sz, storage[k], sz);
+        // A typed fill (a per-element memcpy of a runtime size is a library call per element).
+        if (ClassOf(o.dtype) == Rc::kF64 || ClassOf(o.dtype) == Rc::kI64) {
+          uint64_t* r = reinterpret_cast<uint64_t*>(storage[k]);
+          std::fill(r + 1, r + len, r[0]);
+        } else {
+          uint32_t* r = reinterpret_cast<uint32_t*>(storage[k]);
+          std::fill(r + 1, r + len, r[0]);
+        }
         regs[k] = storage[k];
       } else {
         Load(o.dtype, p, s, len, storage[k]);

@@ -67,6 +67,42 @@ HWY_INLINE V IeeeLog(D d, V v) { return LogEdges(d, v, hn::Log(d, v), 0.0f); }
 template <class D, class V>
 HWY_INLINE V IeeeLog1p(D d, V v) { return LogEdges(d, v, hn::Log1p(d, v), -1.0f); }
 
+// erf on float32 within ~3 ulp (checked against double on a dense grid, elementwise_simd_test.cc):
+//   |x| < 1: x * P(x^2), P of degree 6 fitted (least squares on Chebyshev nodes) to erf(x)/x;
+//   1 <= |x| <= 4: sign(x) * (1 - exp(Q(u))), u = (|x| - 2.5) / 1.5, Q of degree 11 fitted to
+//   log(erfc(|x|)); beyond 4, erf is 1 in float32 (erfc(3.92) is below half an ulp of 1).
+template <class D, class V>
+HWY_INLINE V Erf(D d, V x) {
+  const V ax = hn::Abs(x);
+  const V t = hn::Mul(x, x);
+  V p = hn::Set(d, 7.897490619055108e-05f);
+  p = hn::MulAdd(p, t, hn::Set(d, -0.0008024124849801685f));
+  p = hn::MulAdd(p, t, hn::Set(d, 0.005190025535326644f));
+  p = hn::MulAdd(p, t, hn::Set(d, -0.026854792130376396f));
+  p = hn::MulAdd(p, t, hn::Set(d, 0.1128361196473341f));
+  p = hn::MulAdd(p, t, hn::Set(d, -0.3761262878806916f));
+  p = hn::MulAdd(p, t, hn::Set(d, 1.1283791664921252f));
+  const V small = hn::Mul(x, p);
+  const V u = hn::Mul(hn::Sub(hn::Min(ax, hn::Set(d, 4.0f)), hn::Set(d, 2.5f)), hn::Set(d, 1.0f / 1.5f));
+  V q = hn::Set(d, 1.5374798958800095e-06f);
+  q = hn::MulAdd(q, u, hn::Set(d, -2.3671184560556647e-06f));
+  q = hn::MulAdd(q, u, hn::Set(d, -6.758737407407414e-06f));
+  q = hn::MulAdd(q, u, hn::Set(d, 4.7284416803320946e-05f));
+  q = hn::MulAdd(q, u, hn::Set(d, -0.00021748133932762495f));
+  q = hn::MulAdd(q, u, hn::Set(d, 0.0008763928294553119f));
+  q = hn::MulAdd(q, u, hn::Set(d, -0.0031965930934182807f));
+  q = hn::MulAdd(q, u, hn::Set(d, 0.010962973367189374f));
+  q = hn::MulAdd(q, u, hn::Set(d, -0.03664597834860688f));
+  q = hn::MulAdd(q, u, hn::Set(d, -2.1237609217750846f));
+  q = hn::MulAdd(q, u, hn::Set(d, -8.029021127094053f));
+  q = hn::MulAdd(q, u, hn::Set(d, -7.8068152724286906f));
+  V large = hn::Sub(hn::Set(d, 1.0f), hn::Exp(d, q));  // q in [-17.8, -1.8]: inside Exp's range
+  large = hn::IfThenElse(hn::Gt(ax, hn::Set(d, 4.0f)), hn::Set(d, 1.0f), large);
+  large = hn::CopySign(large, x);
+  V r = hn::IfThenElse(hn::Lt(ax, hn::Set(d, 1.0f)), small, large);
+  return hn::IfThenElse(hn::IsNaN(x), x, r);
+}
+
 bool UnaryF32(int code_int, const float* a, float* out, int64_t n) {
   switch (static_cast<OpCode>(code_int)) {
     case OpCode::kNegate: Map1(a, out, n, [](auto d, auto v) { return hn::Neg(v); }); return true;
@@ -90,6 +126,7 @@ bool UnaryF32(int code_int, const float* a, float* out, int64_t n) {
     case OpCode::kFloor: Map1(a, out, n, [](auto d, auto v) { return hn::Floor(v); }); return true;
     case OpCode::kCeil: Map1(a, out, n, [](auto d, auto v) { return hn::Ceil(v); }); return true;
     case OpCode::kRoundNearestEven: Map1(a, out, n, [](auto d, auto v) { return hn::Round(v); }); return true;
+    case OpCode::kErf: Map1(a, out, n, [](auto d, auto v) { return Erf(d, v); }); return true;
     default: return false;
   }
 }
@@ -116,6 +153,78 @@ bool BinaryF32(int code_int, const float* a, const float* b, float* out, int64_t
   }
 }
 
+// Integer binary ops that wrap like the scalar loops (two's complement), for i64 and i32 registers.
+template <typename T>
+bool BinaryInt(int code_int, const T* a, const T* b, T* out, int64_t n) {
+  const hn::ScalableTag<T> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  auto go = [&](auto f) {
+    int64_t i = 0;
+    for (; i + N <= n; i += N) hn::StoreU(f(hn::LoadU(d, a + i), hn::LoadU(d, b + i)), d, out + i);
+    if (i < n) {
+      HWY_ALIGN T ta[hn::MaxLanes(d)] = {}, tb[hn::MaxLanes(d)] = {}, to[hn::MaxLanes(d)];
+      for (int64_t j = i; j < n; ++j) ta[j - i] = a[j], tb[j - i] = b[j];
+      hn::Store(f(hn::Load(d, ta), hn::Load(d, tb)), d, to);
+      for (int64_t j = i; j < n; ++j) out[j] = to[j - i];
+    }
+  };
+  switch (static_cast<OpCode>(code_int)) {
+    case OpCode::kAdd: go([](auto x, auto y) { return hn::Add(x, y); }); return true;
+    case OpCode::kSubtract: go([](auto x, auto y) { return hn::Sub(x, y); }); return true;
+    case OpCode::kMultiply: go([](auto x, auto y) { return hn::Mul(x, y); }); return true;
+    case OpCode::kAnd: go([](auto x, auto y) { return hn::And(x, y); }); return true;
+    case OpCode::kOr: go([](auto x, auto y) { return hn::Or(x, y); }); return true;
+    case OpCode::kXor: go([](auto x, auto y) { return hn::Xor(x, y); }); return true;
+    case OpCode::kMaximum: go([](auto x, auto y) { return hn::Max(x, y); }); return true;
+    case OpCode::kMinimum: go([](auto x, auto y) { return hn::Min(x, y); }); return true;
+    default: return false;
+  }
+}
+bool BinaryI64(int code, const int64_t* a, const int64_t* b, int64_t* out, int64_t n) {
+  return BinaryInt(code, a, b, out, n);
+}
+bool BinaryI32(int code, const int32_t* a, const int32_t* b, int32_t* out, int64_t n) {
+  return BinaryInt(code, a, b, out, n);
+}
+
+bool CompareF32(int dir, const float* a, const float* b, int32_t* out, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  auto go = [&](auto cmp) {
+    int64_t i = 0;
+    for (; i + N <= n; i += N) {
+      auto m = hn::RebindMask(di, cmp(hn::LoadU(d, a + i), hn::LoadU(d, b + i)));
+      hn::StoreU(hn::IfThenElseZero(m, hn::Set(di, 1)), di, out + i);
+    }
+    for (; i < n; ++i) {
+      auto m = hn::RebindMask(di, cmp(hn::Set(d, a[i]), hn::Set(d, b[i])));
+      out[i] = hn::GetLane(hn::IfThenElseZero(m, hn::Set(di, 1)));
+    }
+  };
+  switch (static_cast<CompareDirection>(dir)) {  // IEEE: every comparison with NaN is false but NE
+    case CompareDirection::kEQ: go([](auto x, auto y) { return hn::Eq(x, y); }); return true;
+    case CompareDirection::kNE: go([](auto x, auto y) { return hn::Not(hn::Eq(x, y)); }); return true;
+    case CompareDirection::kLT: go([](auto x, auto y) { return hn::Lt(x, y); }); return true;
+    case CompareDirection::kLE: go([](auto x, auto y) { return hn::Le(x, y); }); return true;
+    case CompareDirection::kGT: go([](auto x, auto y) { return hn::Gt(x, y); }); return true;
+    case CompareDirection::kGE: go([](auto x, auto y) { return hn::Ge(x, y); }); return true;
+  }
+  return false;
+}
+
+void SelectF32(const int32_t* p, const float* a, const float* b, float* out, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    auto m = hn::RebindMask(d, hn::Ne(hn::LoadU(di, p + i), hn::Zero(di)));
+    hn::StoreU(hn::IfThenElse(m, hn::LoadU(d, a + i), hn::LoadU(d, b + i)), d, out + i);
+  }
+  for (; i < n; ++i) out[i] = p[i] ? a[i] : b[i];
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace tpu::host
 HWY_AFTER_NAMESPACE();
@@ -124,6 +233,24 @@ HWY_AFTER_NAMESPACE();
 namespace tpu::host {
 HWY_EXPORT(UnaryF32);
 HWY_EXPORT(BinaryF32);
+HWY_EXPORT(CompareF32);
+HWY_EXPORT(BinaryI64);
+HWY_EXPORT(BinaryI32);
+
+bool BinaryI64Simd(OpCode code, const int64_t* a, const int64_t* b, int64_t* out, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(BinaryI64)(static_cast<int>(code), a, b, out, n);
+}
+bool BinaryI32Simd(OpCode code, const int32_t* a, const int32_t* b, int32_t* out, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(BinaryI32)(static_cast<int>(code), a, b, out, n);
+}
+HWY_EXPORT(SelectF32);
+
+bool CompareF32Simd(CompareDirection dir, const float* a, const float* b, int32_t* out, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(CompareF32)(static_cast<int>(dir), a, b, out, n);
+}
+void SelectF32Simd(const int32_t* p, const float* a, const float* b, float* out, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(SelectF32)(p, a, b, out, n);
+}
 
 bool UnaryF32Simd(OpCode code, const float* a, float* out, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(UnaryF32)(static_cast<int>(code), a, out, n);

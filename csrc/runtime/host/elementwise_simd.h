@@ -10,5 +10,12 @@ namespace tpu::host {
 // Returns false if the op has no vector implementation (caller uses the scalar loop).
 bool UnaryF32Simd(OpCode code, const float* a, float* out, int64_t n);
 bool BinaryF32Simd(OpCode code, const float* a, const float* b, float* out, int64_t n);
+// Wrapping integer add/sub/mul, and/or/xor, max/min (false for other ops).
+bool BinaryI64Simd(OpCode code, const int64_t* a, const int64_t* b, int64_t* out, int64_t n);
+bool BinaryI32Simd(OpCode code, const int32_t* a, const int32_t* b, int32_t* out, int64_t n);
+// out[i] = a[i] <dir> b[i] (0/1, IEEE: false for NaN except NE).
+bool CompareF32Simd(CompareDirection dir, const float* a, const float* b, int32_t* out, int64_t n);
+// out[i] = p[i] ? a[i] : b[i]
+void SelectF32Simd(const int32_t* p, const float* a, const float* b, float* out, int64_t n);
 
 }  // namespace tpu::host

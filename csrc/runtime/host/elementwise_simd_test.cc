@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace tpu::host {
@@ -40,6 +42,79 @@ TEST(ElementwiseSimd, ExpAndLogAtTheEdges) {
   ExpectLikeStd(OpCode::kLog, [](float v) { return std::log(v); }, x);
   ExpectLikeStd(OpCode::kLog1p, [](float v) { return std::log1p(v); }, x);
   ExpectLikeStd(OpCode::kLogistic, [](float v) { return 1.f / (1.f + std::exp(-v)); }, x);
+}
+
+TEST(ElementwiseSimd, ErfWithinFourUlpOnADenseGrid) {
+  // Every 1/4096 in [-6, 6] (both branches, the switch at |x| = 1, the cut at 4), against erf in
+  // double; plus the specials.
+  std::vector<float> x;
+  for (int i = -6 * 4096; i <= 6 * 4096; ++i) x.push_back(static_cast<float>(i) / 4096.0f);
+  for (float v : {1e-30f, -1e-30f, 1e-8f, 0.9999999f, 1.0000001f, 3.9999998f, 4.0000005f, 100.f}) x.push_back(v);
+  std::vector<float> out(x.size());
+  ASSERT_TRUE(UnaryF32Simd(OpCode::kErf, x.data(), out.data(), static_cast<int64_t>(x.size())));
+  for (size_t i = 0; i < x.size(); ++i) {
+    double want = std::erf(static_cast<double>(x[i]));
+    float ulp = std::nextafter(static_cast<float>(std::fabs(want)), kInf) - static_cast<float>(std::fabs(want));
+    ASSERT_LE(std::fabs(out[i] - want), 4 * ulp) << "erf(" << x[i] << ") = " << out[i] << ", want " << want;
+  }
+  ExpectLikeStd(OpCode::kErf, [](float v) { return std::erf(v); }, {-kInf, kInf, kNaN, 0.f, -0.f});
+}
+
+TEST(ElementwiseSimd, CompareAndSelectLikeScalarIeee) {
+  std::vector<float> a, b;
+  for (int r = 0; r < 7; ++r) {  // vector body and tail
+    a.insert(a.end(), {kNaN, 1.f, kNaN, -2.f, 3.f, -0.f, kInf});
+    b.insert(b.end(), {0.f, kNaN, kNaN, -3.f, 3.f, 0.f, kInf});
+  }
+  const int64_t n = static_cast<int64_t>(a.size());
+  std::vector<int32_t> got(n);
+  for (auto dir : {CompareDirection::kEQ, CompareDirection::kNE, CompareDirection::kLT, CompareDirection::kLE,
+                   CompareDirection::kGT, CompareDirection::kGE}) {
+    ASSERT_TRUE(CompareF32Simd(dir, a.data(), b.data(), got.data(), n));
+    for (int64_t i = 0; i < n; ++i) {
+      bool want = dir == CompareDirection::kEQ ? a[i] == b[i] : dir == CompareDirection::kNE ? a[i] != b[i]
+                : dir == CompareDirection::kLT ? a[i] < b[i] : dir == CompareDirection::kLE ? a[i] <= b[i]
+                : dir == CompareDirection::kGT ? a[i] > b[i] : a[i] >= b[i];
+      ASSERT_EQ(got[i], want ? 1 : 0) << CompareDirectionName(dir) << " at " << i;
+    }
+  }
+  std::vector<float> sel(n);
+  SelectF32Simd(got.data(), a.data(), b.data(), sel.data(), n);  // got holds a >= b
+  for (int64_t i = 0; i < n; ++i) {
+    float want = got[i] ? a[i] : b[i];
+    ASSERT_TRUE(std::memcmp(&sel[i], &want, 4) == 0) << i;
+  }
+}
+
+template <typename T>
+void CheckIntOps(bool (*simd)(OpCode, const T*, const T*, T*, int64_t)) {
+  using U = std::make_unsigned_t<T>;
+  const T big = std::numeric_limits<T>::max(), low = std::numeric_limits<T>::min();
+  std::vector<T> a, b;
+  for (int r = 0; r < 9; ++r) {  // vector body and tail, overflow both ways
+    a.insert(a.end(), {big, low, T(-7), T(12345), T(r), big});
+    b.insert(b.end(), {T(3), T(-1), T(7), T(-999), T(-r), big});
+  }
+  const int64_t n = static_cast<int64_t>(a.size());
+  std::vector<T> got(n);
+  for (OpCode code : {OpCode::kAdd, OpCode::kSubtract, OpCode::kMultiply, OpCode::kAnd, OpCode::kOr,
+                      OpCode::kXor, OpCode::kMaximum, OpCode::kMinimum}) {
+    ASSERT_TRUE(simd(code, a.data(), b.data(), got.data(), n));
+    for (int64_t i = 0; i < n; ++i) {
+      U x = static_cast<U>(a[i]), y = static_cast<U>(b[i]);
+      T want = code == OpCode::kAdd ? T(x + y) : code == OpCode::kSubtract ? T(x - y)
+             : code == OpCode::kMultiply ? T(x * y) : code == OpCode::kAnd ? T(x & y)
+             : code == OpCode::kOr ? T(x | y) : code == OpCode::kXor ? T(x ^ y)
+             : code == OpCode::kMaximum ? std::max(a[i], b[i]) : std::min(a[i], b[i]);
+      ASSERT_EQ(got[i], want) << OpName(code) << " at " << i;
+    }
+  }
+  EXPECT_FALSE(simd(OpCode::kDivide, a.data(), b.data(), got.data(), n));  // scalar loop's job
+}
+
+TEST(ElementwiseSimd, IntegerOpsWrapLikeTwosComplement) {
+  CheckIntOps<int64_t>(BinaryI64Simd);
+  CheckIntOps<int32_t>(BinaryI32Simd);
 }
 
 TEST(ElementwiseSimd, MaximumAndMinimumPropagateNaN) {

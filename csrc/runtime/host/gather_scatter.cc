@@ -1,24 +1,30 @@
 // gather / scatter with StableHLO dimension numbers (index_vector_dim is the last index dim).
 // Ops built with bounds checking (gather: attrs.kind = 1; scatter: bit 8 of attrs.kind) report an
-// out-of-range index as an error instead of StableHLO's clamping, matching PyTorch.
+// out-of-range index as an error instead of StableHLO's clamping, matching PyTorch. Large gathers
+// and scatters are threaded: gathers over output rows, scatters over disjoint destination columns
+// (so updates that hit the same row never race and sums keep their order).
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "runtime/host/kernels.h"
 #include "runtime/host/wrapping.h"
 
 namespace tpu::host {
 namespace {
 
-Dims IndicesAsI64(const View& idx, std::vector<char>& storage) {
+// The indices as contiguous i64, read in place when they already are (else converted into
+// `storage`): index tensors are as large as the result, so a copy costs as much as the gather.
+const int64_t* IndicesAsI64(const View& idx, std::vector<char>& storage) {
+  if (idx.dtype == DType::kI64 && idx.IsContiguous()) return static_cast<const int64_t*>(idx.data);
   View dst{nullptr, DType::kI64, idx.dims, ContiguousStrides(idx.dims)};
   storage.resize(std::max<int64_t>(1, dst.NumElements()) * 8);
   dst.data = storage.data();
   (void)CopyView(idx, dst);
-  const int64_t* p = reinterpret_cast<const int64_t*>(storage.data());
-  return Dims(p, p + dst.NumElements());
+  return reinterpret_cast<const int64_t*>(storage.data());
 }
 
 View Contiguous(const View& v, std::vector<char>& storage) {
@@ -31,6 +37,26 @@ View Contiguous(const View& v, std::vector<char>& storage) {
 }
 
 bool Contains(const Dims& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+// fn(begin, end) over [0, n) items of `per_item` bytes moved each: threaded when large.
+template <typename F>
+void ParallelItems(int64_t n, int64_t per_item, F&& fn) {
+  if (n * std::max<int64_t>(1, per_item) >= (int64_t{1} << 16))
+    ThreadPool::Get().ParallelFor(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, per_item)), fn);
+  else
+    fn(0, n);
+}
+
+// One element of `elem` bytes (a typed move for the common sizes: a memcpy call per element is
+// a library call).
+inline void CopyElem(char* dst, const char* src, int elem) {
+  switch (elem) {
+    case 8: *reinterpret_cast<uint64_t*>(dst) = *reinterpret_cast<const uint64_t*>(src); break;
+    case 4: *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(src); break;
+    case 2: *reinterpret_cast<uint16_t*>(dst) = *reinterpret_cast<const uint16_t*>(src); break;
+    default: std::memcpy(dst, src, elem); break;
+  }
+}
 
 // The index_select pattern along one dim d: one collapsed/indexed dim d, the batch (indices
 // [n, 1]) in place of d in the result or updates, every other dim whole. Returns d, or -1.
@@ -61,27 +87,41 @@ Status RunGather(const Op& op, const View& operand_in, const View& indices, cons
   bool checked = op.attrs.kind != 0;
   std::vector<char> s1, s2;
   View operand = Contiguous(operand_in, s1);
-  Dims idx = IndicesAsI64(indices, s2);
+  const int64_t* idx = IndicesAsI64(indices, s2);
   int64_t nvec = static_cast<int64_t>(a.c.size());
-  int64_t nbatch = nvec ? static_cast<int64_t>(idx.size()) / nvec : 0;
+  int64_t nbatch = nvec ? indices.NumElements() / nvec : 0;
   int orank = static_cast<int>(operand.dims.size());
   int elem = DTypeSize(operand.dtype);
   Dims ostr = ContiguousStrides(operand.dims);
-  // Per batch position: the clamped (or checked) start offset in elements.
+  // Per batch position: the clamped (or checked) start offset in elements; the first bad
+  // position (in order) is the one reported.
   Dims start_off(nbatch);
-  for (int64_t b = 0; b < nbatch; ++b) {
-    int64_t off = 0;
-    for (int64_t k = 0; k < nvec; ++k) {
-      int64_t d = a.c[k];
-      int64_t s = idx[b * nvec + k];
-      int64_t hi = operand.dims[d] - a.d[d];
-      if (s < 0 || s > hi) {
-        if (checked) return IndexError(s, d, operand.dims[d]);
-        s = std::clamp<int64_t>(s, 0, hi);
+  std::atomic<int64_t> first_bad{nbatch};
+  ParallelItems(nbatch, 8 * nvec, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      int64_t off = 0;
+      for (int64_t k = 0; k < nvec; ++k) {
+        int64_t d = a.c[k];
+        int64_t s = idx[b * nvec + k];
+        int64_t hi = operand.dims[d] - a.d[d];
+        if (s < 0 || s > hi) {
+          if (checked) {
+            int64_t cur = first_bad.load();
+            while (b < cur && !first_bad.compare_exchange_weak(cur, b)) {
+            }
+          }
+          s = std::clamp<int64_t>(s, 0, hi);
+        }
+        off += s * ostr[d];
       }
-      off += s * ostr[d];
+      start_off[b] = off;
     }
-    start_off[b] = off;
+  });
+  if (int64_t b = first_bad.load(); b < nbatch) {
+    for (int64_t k = 0; k < nvec; ++k) {
+      int64_t d = a.c[k], s = idx[b * nvec + k];
+      if (s < 0 || s > operand.dims[d] - a.d[d]) return IndexError(s, d, operand.dims[d]);
+    }
   }
   // The slice (window) as a set of element offsets, in result order of offset dims.
   Dims wdims, wstrides;
@@ -116,33 +156,60 @@ Status RunGather(const Op& op, const View& operand_in, const View& indices, cons
     for (int64_t i = 0; i < d; ++i) outer *= operand.dims[i];
     for (int64_t i = d + 1; i < orank; ++i) inner *= operand.dims[i];
     int64_t n = operand.dims[d];
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t b = 0; b < nbatch; ++b)
-        std::memcpy(dst + (o * nbatch + b) * inner * elem,
-                    src + (o * n * inner + start_off[b]) * elem, inner * elem);
+    ParallelItems(outer * nbatch, inner * elem, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        int64_t o = t / nbatch, b = t % nbatch;
+        std::memcpy(dst + t * inner * elem, src + (o * n * inner + start_off[b]) * elem, inner * elem);
+      }
+    });
     return Status::Ok();
   }
   if (trailing && window_contig) {
-    for (int64_t b = 0; b < nbatch; ++b)
-      std::memcpy(dst + b * wsize * elem, src + start_off[b] * elem, wsize * elem);
+    ParallelItems(nbatch, wsize * elem, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b)
+        std::memcpy(dst + b * wsize * elem, src + start_off[b] * elem, wsize * elem);
+    });
     return Status::Ok();
   }
-  // General path: walk result elements.
-  Dims rstr = ContiguousStrides(out.dims);
-  Dims batch_dims;
-  for (int d = 0; d < out_rank; ++d)
-    if (!Contains(a.a, d)) batch_dims.push_back(d);
-  int64_t total = out.NumElements();
-  for (int64_t e = 0; e < total; ++e) {
-    int64_t b = 0, woff = 0;
+  // General path: rows of the result (all dims but the last), each walked along its last dim.
+  // Per result dim: whether it is a window (offset) dim and its stride in the operand.
+  Dims wstride_of(out_rank, 0);
+  std::vector<bool> is_window(out_rank, false);
+  {
     size_t wi = 0;
-    for (int d = 0; d < out_rank; ++d) {
-      int64_t i = (e / rstr[d]) % out.dims[d];
-      if (Contains(a.a, d)) woff += i * wstrides[wi++];
-      else b = b * out.dims[d] + i;
-    }
-    std::memcpy(dst + e * elem, src + (start_off[b] + woff) * elem, elem);
+    for (int d = 0; d < out_rank; ++d)
+      if (Contains(a.a, d)) is_window[d] = true, wstride_of[d] = wstrides[wi++];
   }
+  int64_t total = out.NumElements();
+  int64_t last = out_rank ? out.dims[out_rank - 1] : 1;
+  int64_t rows = last ? total / last : 0;
+  ParallelItems(rows, last * elem, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      // batch index and window offset of the row's first element
+      int64_t b = 0, woff = 0, rem = r;
+      Dims idx_of(out_rank, 0);
+      for (int d = out_rank - 2; d >= 0; --d) {
+        idx_of[d] = rem % out.dims[d];
+        rem /= out.dims[d];
+      }
+      for (int d = 0; d + 1 < out_rank; ++d) {
+        if (is_window[d]) woff += idx_of[d] * wstride_of[d];
+        else b = b * out.dims[d];
+        if (!is_window[d]) b += idx_of[d];
+      }
+      char* q = dst + r * last * elem;
+      if (out_rank == 0) {
+        CopyElem(q, src + (start_off[0] + woff) * elem, elem);
+      } else if (is_window[out_rank - 1]) {
+        const int64_t ws = wstride_of[out_rank - 1];
+        const char* p = src + (start_off[b] + woff) * elem;
+        for (int64_t i = 0; i < last; ++i) CopyElem(q + i * elem, p + i * ws * elem, elem);
+      } else {
+        const int64_t* so = start_off.data() + b * last;
+        for (int64_t i = 0; i < last; ++i) CopyElem(q + i * elem, src + (so[i] + woff) * elem, elem);
+      }
+    }
+  });
   return Status::Ok();
 }
 
@@ -178,7 +245,7 @@ Status RunScatter(const Op& op, const View& operand, const View& indices, const 
     // combined per (outer position, index), without per-element index arithmetic.
     std::vector<char> s1, s2;
     View updates = Contiguous(updates_in, s1);
-    Dims idx = IndicesAsI64(indices, s2);
+    const int64_t* idx = IndicesAsI64(indices, s2);
     int64_t outer = 1, inner = 1, rank = static_cast<int64_t>(out.dims.size());
     for (int64_t i = 0; i < d; ++i) outer *= out.dims[i];
     for (int64_t i = d + 1; i < rank; ++i) inner *= out.dims[i];
@@ -187,23 +254,30 @@ Status RunScatter(const Op& op, const View& operand, const View& indices, const 
     const float* src = static_cast<const float*>(updates.data);
     for (int64_t b = 0; b < nb; ++b)
       if (checked && (idx[b] < 0 || idx[b] >= n)) return IndexError(idx[b], d, n);
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t b = 0; b < nb; ++b) {
-        int64_t i = idx[b];
-        if (i < 0 || i >= n) continue;  // StableHLO skips out-of-bounds updates
-        float* row = dst + (o * n + i) * inner;
-        const float* from = src + (o * nb + b) * inner;
-        if (kind == ReduceKind::kAdd) {
-          for (int64_t j = 0; j < inner; ++j) row[j] += from[j];
-        } else {
-          for (int64_t j = 0; j < inner; ++j) Apply(kind, row + j, from + j);
+    // Threads own disjoint (outer position, column block) pairs: updates of one destination row
+    // are applied by one thread, in index order.
+    const int64_t cb = std::min<int64_t>(inner, 64), blocks = (inner + cb - 1) / cb;
+    ParallelItems(outer * blocks, nb * cb * 8, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        int64_t o = t / blocks, j0 = (t % blocks) * cb, j1 = std::min(inner, j0 + cb);
+        for (int64_t b = 0; b < nb; ++b) {
+          int64_t i = idx[b];
+          if (i < 0 || i >= n) continue;  // StableHLO skips out-of-bounds updates
+          float* row = dst + (o * n + i) * inner;
+          const float* from = src + (o * nb + b) * inner;
+          if (kind == ReduceKind::kAdd) {
+            for (int64_t j = j0; j < j1; ++j) row[j] += from[j];
+          } else {
+            for (int64_t j = j0; j < j1; ++j) Apply(kind, row + j, from + j);
+          }
         }
       }
+    });
     return Status::Ok();
   }
   std::vector<char> s1, s2;
   View updates = Contiguous(updates_in, s1);
-  Dims idx = IndicesAsI64(indices, s2);
+  const int64_t* idx = IndicesAsI64(indices, s2);
   int64_t nvec = static_cast<int64_t>(a.c.size());
   int orank = static_cast<int>(out.dims.size());
   Dims ostr = ContiguousStrides(out.dims);

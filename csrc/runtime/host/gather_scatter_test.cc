@@ -233,5 +233,66 @@ TEST(GatherScatterTest, AlongOneMiddleDim) {
   EXPECT_EQ(s.code(), Code::kOutOfRange) << s.ToString();
 }
 
+// Threaded sizes of the same paths, plus the general one: torch.gather along dim 1 (full index
+// vectors, no window dims) and a window gather, against loops; the first bad index in order is
+// the one reported even when the offsets are computed in parallel.
+TEST(GatherScatterTest, LargeThreadedPathsMatchLoops) {
+  const int64_t A = 3, N = 500, C = 70, M = 900;
+  std::vector<float> x(A * N * C);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = SmallValue(static_cast<int64_t>(i), 2);
+  std::vector<int64_t> ids(M);
+  for (int64_t m = 0; m < M; ++m) ids[m] = (m * 37) % N;  // repeats
+  Builder b;
+  int xp = b.Param(T(F, {A, N, C}));
+  int ip = b.Param(T(DType::kI64, {M, 1}));
+  int g = b.Gather(xp, ip, {0, 2}, {1}, {1}, {A, 1, C});
+  b.Result(g);
+  b.Result(b.Scatter(b.BroadcastInDim(b.Constant(0, F), {A, N, C}, {}), ip, g, {0, 2}, {1}, {1}, ReduceKind::kAdd));
+  std::vector<float> got(A * M * C), back(A * N * C);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, {A, N, C}), Bind(ids, DType::kI64, {M, 1})),
+                         Bindings(Bind(got, F, {A, M, C}), Bind(back, F, {A, N, C})))
+                  .ok());
+  std::vector<float> want_back(A * N * C, 0.0f);
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t c = 0; c < C; ++c) {
+        float v = x[(a * N + ids[m]) * C + c];
+        ASSERT_EQ(got[(a * M + m) * C + c], v);
+        want_back[(a * N + ids[m]) * C + c] += v;
+      }
+  ASSERT_EQ(back, want_back);
+
+  // torch.gather(src, 1, idx): src [R, V], idx [R, D] -> full index vectors (row, idx) [R, D, 2]
+  const int64_t R = 300, V = 200, D = 250;
+  std::vector<float> src(R * V);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
+  std::vector<int64_t> full(R * D * 2);
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t d = 0; d < D; ++d) full[(r * D + d) * 2] = r, full[(r * D + d) * 2 + 1] = (r * 7 + d * 13) % V;
+  Builder c;
+  int sp = c.Param(T(F, {R, V}));
+  int fp = c.Param(T(DType::kI64, {R, D, 2}));
+  c.Result(c.Gather(sp, fp, {}, {0, 1}, {0, 1}, {1, 1}));
+  // a window gather: whole rows picked by index (offset dim last)
+  int wp = c.Param(T(DType::kI64, {R, 1}));
+  c.Result(c.Gather(sp, wp, {1}, {0}, {0}, {1, V}));
+  std::vector<int64_t> wrow(R);
+  for (int64_t r = 0; r < R; ++r) wrow[r] = (r * 11) % R;
+  std::vector<float> out(R * D), wout(R * V);
+  ExecutablePtr exe = CompileBuilder(c);
+  ASSERT_TRUE(RunExe(exe, Bindings(Bind(src, F, {R, V}), Bind(full, DType::kI64, {R, D, 2}), Bind(wrow, DType::kI64, {R, 1})),
+                     Bindings(Bind(out, F, {R, D}), Bind(wout, F, {R, V})))
+                  .ok());
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t d = 0; d < D; ++d) ASSERT_EQ(out[r * D + d], src[r * V + full[(r * D + d) * 2 + 1]]) << r << "," << d;
+    for (int64_t v = 0; v < V; ++v) ASSERT_EQ(wout[r * V + v], src[wrow[r] * V + v]);
+  }
+  full[(250 * D + 3) * 2 + 1] = V + 5;  // two bad indices: the first in order is reported
+  full[(10 * D + 1) * 2 + 1] = -7;
+  Status st = RunExe(exe, Bindings(Bind(src, F, {R, V}), Bind(full, DType::kI64, {R, D, 2}), Bind(wrow, DType::kI64, {R, 1})),
+                     Bindings(Bind(out, F, {R, D}), Bind(wout, F, {R, V})));
+  EXPECT_EQ(st.message(), "index -7 is out of bounds for dimension 1 with size 200") << st.ToString();
+}
+
 }  // namespace
 }  // namespace tpu::host::testing

@@ -1,4 +1,5 @@
 // reduce and arg_reduce through the host executor, checked against plain loops.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -78,7 +79,14 @@ INSTANTIATE_TEST_SUITE_P(
                       ReduceCase{{3, 4, 5}, {0, 1, 2}},   // all
                       ReduceCase{{5000}, {0}},            // long row
                       ReduceCase{{3000, 3}, {0}},         // long columns
-                      ReduceCase{{4, 3}, {}}));           // nothing: a copy
+                      ReduceCase{{4, 3}, {}},             // nothing: a copy
+                      // large enough to be threaded: columns, split rows, split columns
+                      ReduceCase{{64, 300, 40}, {1}},     // middle dim (columns of 40)
+                      ReduceCase{{3, 70000}, {1}},        // few long rows: each row split
+                      ReduceCase{{70000, 3}, {0}},        // few long columns: range split
+                      ReduceCase{{200, 50, 30}, {0, 2}},  // outer and inner, many outputs
+                      ReduceCase{{3, 200, 300}, {0, 2}},  // few outputs, many runs: runs split
+                      ReduceCase{{1000, 100}, {0, 1}}));  // everything: one split run
 
 TEST(ReduceKernelTest, TransposedInputAndInit) {
   // sum over dim 1 of a transposed view, starting from init = 10.
@@ -103,6 +111,126 @@ TEST(ReduceKernelTest, TransposedInputAndInit) {
     for (int i = 0; i < 3; ++i) s += m[j * 3 + i];
     EXPECT_EQ(cols[j], s);
   }
+}
+
+TEST(ReduceKernelTest, LargeStridedViewsReadInPlace) {
+  // x[i][j] = m[j * 300 + i] (a transposed view), reduced over either dim; also max with a NaN.
+  const int64_t R = 300, C = 400;
+  std::vector<float> m(R * C);
+  for (int64_t k = 0; k < R * C; ++k) m[k] = SmallValue(k, 5);
+  for (int64_t dim : {0, 1}) {
+    Builder b;
+    int x = b.Param(T(F, {R, C}));
+    b.Result(b.Reduce(x, b.Constant(0.0, F), {dim}, ReduceKind::kAdd));
+    b.Result(b.Reduce(x, b.Constant(-INFINITY, F), {dim}, ReduceKind::kMax));
+    int64_t n = dim == 0 ? C : R;
+    std::vector<float> sum(n), mx(n);
+    std::vector<float> mn = m;
+    mn[7 * R + 5] = NAN;  // x[5][7]
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(mn, F, {R, C}, {1, R})), Bindings(Bind(sum, F, {n}), Bind(mx, F, {n}))).ok());
+    for (int64_t o = 0; o < n; ++o) {
+      double s = 0;
+      float best = -INFINITY;
+      bool nan = false;
+      for (int64_t r = 0; r < (dim == 0 ? R : C); ++r) {
+        int64_t i = dim == 0 ? r : o, j = dim == 0 ? o : r;
+        float v = mn[j * R + i];
+        s += v;
+        nan |= v != v;
+        best = std::max(best, v);
+      }
+      SCOPED_TRACE(o);
+      if (nan) {
+        EXPECT_TRUE(std::isnan(sum[o]));
+        EXPECT_TRUE(std::isnan(mx[o]));
+      } else {
+        EXPECT_EQ(sum[o], static_cast<float>(s));
+        EXPECT_EQ(mx[o], best);
+      }
+    }
+  }
+}
+
+// Note [Float sums] written out: elements in order into 16 float lanes per block of 2048 (the
+// tail past the last group of 16 of the last block into lane 0), lanes added in double per block.
+float RefLaneSum(const std::vector<float>& v, float init) {
+  double total = 0;
+  const int64_t n = static_cast<int64_t>(v.size());
+  for (int64_t b0 = 0; b0 < n; b0 += 2048) {
+    int64_t len = std::min<int64_t>(2048, n - b0), full = len / 16 * 16;
+    float lanes[16] = {};
+    for (int64_t p = 0; p < len; ++p) lanes[p < full ? p % 16 : 0] += v[b0 + p];
+    double block = 0;
+    for (float l : lanes) block += l;
+    total += block;
+  }
+  return static_cast<float>(static_cast<double>(init) + total);
+}
+
+TEST(ReduceKernelTest, FloatSumsFollowTheLaneNote) {
+  // Values with cancellation, so a different grouping gives different bits. Layouts: rows (one
+  // run), a middle dim (columns), rows split into runs (dims 0 and 2), and
+  // sizes that thread (rows split in pieces, columns split by blocks).
+  auto val = [](int64_t i) { return static_cast<float>(((i * 7919) % 2003) - 1001) * (i % 3 == 0 ? 1e4f : 1e-2f); };
+  struct Case { Dims dims; Dims rdims; };
+  for (const Case& c : {Case{{7, 3000}, {1}}, Case{{4, 300, 9}, {1}}, Case{{5, 6, 700}, {0, 2}},
+                        Case{{2, 70000}, {1}}, Case{{70000, 2}, {0}}, Case{{3, 9000, 5}, {1}}}) {
+    SCOPED_TRACE(::testing::Message() << DimsToString(c.dims) << " over " << DimsToString(c.rdims));
+    int64_t n = 1;
+    for (int64_t d : c.dims) n *= d;
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = val(i);
+    Builder b;
+    int p = b.Param(T(F, c.dims));
+    int r = b.Reduce(p, b.Constant(0.5, F), c.rdims, ReduceKind::kAdd);
+    b.Result(r);
+    Dims od = b.TypeOf(r).dims;
+    int64_t outs = 1;
+    for (int64_t d : od) outs *= d;
+    std::vector<float> got(outs);
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, c.dims)), Bindings(Bind(got, F, od))).ok());
+    // each output's elements in row-major order of the reduced dims
+    Dims st = ContiguousStrides(c.dims);
+    std::vector<std::vector<float>> per(outs);
+    for (int64_t e = 0; e < n; ++e) {
+      int64_t o = 0;
+      for (size_t d = 0; d < c.dims.size(); ++d)
+        if (std::find(c.rdims.begin(), c.rdims.end(), static_cast<int64_t>(d)) == c.rdims.end())
+          o = o * c.dims[d] + (e / st[d]) % c.dims[d];
+      per[o].push_back(x[e]);
+    }
+    bool leading = c.rdims == Dims{0};  // leading dims of a contiguous f32 input: double columns
+    for (int64_t o = 0; o < outs; ++o) {
+      float want = RefLaneSum(per[o], 0.5f);
+      if (leading) {
+        double s = 0.5;
+        for (float v : per[o]) s += v;
+        want = static_cast<float>(s);
+      }
+      ASSERT_EQ(got[o], want) << o;
+    }
+  }
+}
+
+TEST(ReduceKernelTest, IntegerSumsWrapLikeTwosComplement) {
+  const int64_t n = 50000;  // threaded
+  std::vector<int32_t> x(n, 2147483647);
+  std::vector<int64_t> y(n, int64_t{1} << 62);
+  Builder b;
+  int px = b.Param(T(DType::kI32, {n}));
+  int py = b.Param(T(DType::kI64, {n}));
+  b.Result(b.Reduce(px, b.Constant(0, DType::kI32), {0}, ReduceKind::kAdd));
+  b.Result(b.Reduce(py, b.Constant(0, DType::kI64), {0}, ReduceKind::kAdd));
+  std::vector<int32_t> sx(1);
+  std::vector<int64_t> sy(1);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, DType::kI32, {n}), Bind(y, DType::kI64, {n})),
+                         Bindings(Bind(sx, DType::kI32, {}), Bind(sy, DType::kI64, {})))
+                  .ok());
+  uint32_t wx = 0;
+  uint64_t wy = 0;
+  for (int64_t i = 0; i < n; ++i) wx += 2147483647u, wy += uint64_t{1} << 62;
+  EXPECT_EQ(sx[0], static_cast<int32_t>(wx));
+  EXPECT_EQ(sy[0], static_cast<int64_t>(wy));
 }
 
 TEST(ReduceKernelTest, OtherDTypesAndKinds) {
@@ -199,6 +327,31 @@ TEST(ArgReduceTest, NaNWins) {
     std::vector<int64_t> out(4);
     ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, {4, 4})), Bindings(Bind(out, DType::kI64, {4}))).ok());
     EXPECT_EQ(out, (std::vector<int64_t>{1, is_max ? 0 : 1, 0, 3})) << (is_max ? "max" : "min");
+  }
+}
+
+TEST(ArgReduceTest, LargeRowsAndColumnsMatchReference) {
+  // Threaded paths: many rows, a middle dim (columns), and one long row split in pieces; values
+  // repeat, so ties pick the first index; a NaN in some rows.
+  for (Dims dims : {Dims{300, 4, 500}, Dims{2, 40000, 3}, Dims{1, 1, 90000}}) {
+    int64_t n = dims[0] * dims[1] * dims[2];
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 37) % 101);
+    x[n / 2] = NAN;
+    for (int64_t dim : {1, 2}) {
+      for (bool is_max : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << dims[1] << " dim " << dim << (is_max ? " max" : " min"));
+        Builder b;
+        int p = b.Param(T(F, dims));
+        b.Result(b.ArgReduce(p, dim, is_max ? ReduceKind::kMax : ReduceKind::kMin));
+        Dims od = dims;
+        od.erase(od.begin() + dim);
+        std::vector<int64_t> out(n / dims[dim]);
+        ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, dims)), Bindings(Bind(out, DType::kI64, od))).ok());
+        int64_t outer = dim == 1 ? dims[0] : dims[0] * dims[1], inner = dim == 1 ? dims[2] : 1;
+        EXPECT_EQ(out, RefArg(x, outer, dims[dim], inner, is_max));
+      }
+    }
   }
 }
 

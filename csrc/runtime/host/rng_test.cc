@@ -39,6 +39,30 @@ TEST(RngTest, DeterministicPerSeedAndOffset) {
   EXPECT_GE(std::set<uint32_t>(a.begin(), a.end()).size(), 995u);
 }
 
+// Philox4x32-10 of one counter, written out here from its definition (Salmon et al., SC'11):
+// the reference for the threaded draw below.
+std::vector<uint32_t> PhiloxBlock(uint64_t seed, uint64_t offset, uint64_t block) {
+  uint32_t c[4] = {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), static_cast<uint32_t>(offset),
+                   static_cast<uint32_t>(offset >> 32)};
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int r = 0; r < 10; ++r) {
+    uint64_t p0 = uint64_t{0xD2511F53} * c[0], p1 = uint64_t{0xCD9E8D57} * c[2];
+    uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c[1] ^ k0, n2 = static_cast<uint32_t>(p0 >> 32) ^ c[3] ^ k1;
+    c[0] = n0, c[1] = static_cast<uint32_t>(p1), c[2] = n2, c[3] = static_cast<uint32_t>(p0);
+    k0 += 0x9E3779B9, k1 += 0xBB67AE85;
+  }
+  return {c[0], c[1], c[2], c[3]};
+}
+
+TEST(RngTest, ThreadedDrawIsBitIdentical) {
+  const int64_t n = 200003;  // large enough to be filled by the pool; not a multiple of 4
+  std::vector<uint32_t> big = RngBits(99, 5, n);
+  for (int64_t i = 0; i < n; i += 4) {
+    std::vector<uint32_t> want = PhiloxBlock(99, 5, static_cast<uint64_t>(i / 4));
+    for (int64_t j = 0; j < 4 && i + j < n; ++j) ASSERT_EQ(big[i + j], want[j]) << i + j;
+  }
+}
+
 TEST(RngTest, Philox4x32KnownAnswer) {
   // Random123's known-answer vector for philox4x32-10: counter 0, key 0.
   EXPECT_EQ(RngBits(0, 0, 4), (std::vector<uint32_t>{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));

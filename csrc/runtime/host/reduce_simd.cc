@@ -1,0 +1,205 @@
+#include "runtime/host/reduce_simd.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "runtime/host/reduce_simd.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tpu::host {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+void AddF32LanesImpl(const float* x, int64_t groups, float* lanes) {
+  const hn::CappedTag<float, 16> d;  // 16 lanes as 1, 2 or 4 vectors
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  if (N == 16) {
+    auto a = hn::LoadU(d, lanes);
+    for (int64_t g = 0; g < groups; ++g) a = hn::Add(a, hn::LoadU(d, x + 16 * g));
+    hn::StoreU(a, d, lanes);
+    return;
+  }
+  for (int64_t k = 0; k < 16; k += N) {
+    auto a = hn::LoadU(d, lanes + k);
+    for (int64_t g = 0; g < groups; ++g) a = hn::Add(a, hn::LoadU(d, x + 16 * g + k));
+    hn::StoreU(a, d, lanes + k);
+  }
+}
+
+void AddF32ColsFloatImpl(const float* x, float* acc, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Add(hn::LoadU(d, acc + i), hn::LoadU(d, x + i)), d, acc + i);
+  for (; i < n; ++i) acc[i] += x[i];
+}
+
+template <class D, class V>
+HWY_INLINE V CombineMax(D d, V acc, V x, bool is_max) {
+  // Keep acc where it wins or is NaN; otherwise take x (a NaN x is taken, so NaN propagates).
+  auto keep = is_max ? hn::Gt(acc, x) : hn::Lt(acc, x);
+  return hn::IfThenElse(hn::Or(keep, hn::IsNaN(acc)), acc, x);
+}
+
+float MaxF32RowImpl(const float* x, int64_t n, float acc, bool is_max) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  if (n >= 2 * N) {
+    auto a0 = hn::LoadU(d, x), a1 = hn::LoadU(d, x + N);
+    for (i = 2 * N; i + 2 * N <= n; i += 2 * N) {
+      a0 = CombineMax(d, a0, hn::LoadU(d, x + i), is_max);
+      a1 = CombineMax(d, a1, hn::LoadU(d, x + i + N), is_max);
+    }
+    a0 = CombineMax(d, a0, a1, is_max);
+    HWY_ALIGN float lanes[hn::MaxLanes(d)];
+    hn::Store(a0, d, lanes);
+    for (int64_t j = 0; j < N; ++j)
+      acc = ((is_max ? acc > lanes[j] : acc < lanes[j]) || acc != acc) ? acc : lanes[j];
+  }
+  for (; i < n; ++i) acc = ((is_max ? acc > x[i] : acc < x[i]) || acc != acc) ? acc : x[i];
+  return acc;
+}
+
+void AddF32ColsImpl(const float* x, double* acc, int64_t n) {
+  const hn::ScalableTag<double> d64;
+  const hn::Rebind<float, decltype(d64)> d32;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d64));
+  int64_t i = 0;
+  for (; i + N <= n; i += N)
+    hn::StoreU(hn::Add(hn::LoadU(d64, acc + i), hn::PromoteTo(d64, hn::LoadU(d32, x + i))), d64, acc + i);
+  for (; i < n; ++i) acc[i] += x[i];
+}
+
+void MaxF32ColsImpl(const float* x, float* acc, int64_t n, bool is_max) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + N <= n; i += N)
+    hn::StoreU(CombineMax(d, hn::LoadU(d, acc + i), hn::LoadU(d, x + i), is_max), d, acc + i);
+  for (; i < n; ++i) acc[i] = ((is_max ? acc[i] > x[i] : acc[i] < x[i]) || acc[i] != acc[i]) ? acc[i] : x[i];
+}
+
+void Bf16ToF32Impl(const uint16_t* x, float* out, int64_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::Rebind<uint16_t, decltype(df)> d16;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + N <= n; i += N)
+    hn::StoreU(hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, x + i)))), df, out + i);
+  for (; i < n; ++i) {
+    uint32_t bits = static_cast<uint32_t>(x[i]) << 16;
+    __builtin_memcpy(out + i, &bits, 4);
+  }
+}
+
+// bits of x rounded to nearest even at bit 16 (low half then cleared by the caller); NaN kept.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundedBits(DF df, hn::Vec<DF> v) {
+  const hn::RebindToUnsigned<DF> du;
+  auto bits = hn::BitCast(du, v);
+  auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+  auto r = hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), lsb));
+  return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Set(du, 0x7FC00000u), r);
+}
+
+uint16_t ScalarToBf16(float f) {
+  uint32_t bits;
+  __builtin_memcpy(&bits, &f, 4);
+  if (f != f) return 0x7FC0;
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+void F32ToBf16Impl(const float* x, uint16_t* out, int64_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<uint16_t, decltype(df)> d16;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    auto hi = hn::ShiftRight<16>(RoundedBits(df, hn::LoadU(df, x + i)));  // <= 0xFFFF
+    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hi)), d16, out + i);
+  }
+  for (; i < n; ++i) out[i] = ScalarToBf16(x[i]);
+}
+
+void RoundF32ToBf16Impl(float* x, int64_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    auto r = hn::And(RoundedBits(df, hn::LoadU(df, x + i)), hn::Set(du, 0xFFFF0000u));
+    hn::StoreU(hn::BitCast(df, r), df, x + i);
+  }
+  for (; i < n; ++i) {
+    uint32_t bits = static_cast<uint32_t>(ScalarToBf16(x[i])) << 16;
+    __builtin_memcpy(x + i, &bits, 4);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tpu::host
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tpu::host {
+HWY_EXPORT(AddF32LanesImpl);
+HWY_EXPORT(AddF32ColsFloatImpl);
+HWY_EXPORT(MaxF32RowImpl);
+HWY_EXPORT(AddF32ColsImpl);
+HWY_EXPORT(MaxF32ColsImpl);
+HWY_EXPORT(Bf16ToF32Impl);
+HWY_EXPORT(F32ToBf16Impl);
+HWY_EXPORT(RoundF32ToBf16Impl);
+
+void AddF32Lanes(const float* x, int64_t groups, float* lanes) {
+  HWY_DYNAMIC_DISPATCH(AddF32LanesImpl)(x, groups, lanes);
+}
+void AddF32ColsFloat(const float* x, float* acc, int64_t n) { HWY_DYNAMIC_DISPATCH(AddF32ColsFloatImpl)(x, acc, n); }
+
+void LaneSum::Feed(const float* x, int64_t n) {
+  while (n > 0) {
+    int64_t b0 = pos / kBlock * kBlock, p = pos - b0;
+    int64_t len = total_len - b0 < kBlock ? total_len - b0 : kBlock, full = len & ~int64_t{15};
+    int64_t m;
+    if (p < full) {
+      m = n < full - p ? n : full - p;
+      int64_t j = 0;
+      if ((p & 15) == 0 && m >= 16) {  // aligned groups: vector adds
+        AddF32Lanes(x, m / 16, lanes);
+        j = m / 16 * 16;
+      }
+      for (; j < m; ++j) lanes[(p + j) & 15] += x[j];
+    } else {
+      m = n < len - p ? n : len - p;
+      for (int64_t j = 0; j < m; ++j) lanes[0] += x[j];
+    }
+    pos += m, x += m, n -= m;
+    if (pos - b0 == len) {  // block done: its lanes into the double total
+      double block = 0;
+      for (float& l : lanes) block += l, l = 0;
+      total += block;
+    }
+  }
+}
+
+double SumF32Lanes(const float* x, int64_t n) {
+  LaneSum s(n);
+  s.Feed(x, n);
+  return s.total;
+}
+float MaxF32Row(const float* x, int64_t n, float acc, bool is_max) {
+  return HWY_DYNAMIC_DISPATCH(MaxF32RowImpl)(x, n, acc, is_max);
+}
+void AddF32Cols(const float* x, double* acc, int64_t n) { HWY_DYNAMIC_DISPATCH(AddF32ColsImpl)(x, acc, n); }
+void MaxF32Cols(const float* x, float* acc, int64_t n, bool is_max) {
+  HWY_DYNAMIC_DISPATCH(MaxF32ColsImpl)(x, acc, n, is_max);
+}
+void Bf16ToF32(const uint16_t* x, float* out, int64_t n) { HWY_DYNAMIC_DISPATCH(Bf16ToF32Impl)(x, out, n); }
+void F32ToBf16(const float* x, uint16_t* out, int64_t n) { HWY_DYNAMIC_DISPATCH(F32ToBf16Impl)(x, out, n); }
+void RoundF32ToBf16(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(RoundF32ToBf16Impl)(x, n); }
+}  // namespace tpu::host
+#endif

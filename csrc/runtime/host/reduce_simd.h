@@ -1,0 +1,43 @@
+// Highway-vectorized pieces of reductions and of bf16 conversion (runtime dispatch to the best
+// SIMD target of the CPU). Max/min follow StableHLO and PyTorch: a NaN anywhere gives NaN.
+#pragma once
+
+#include <cstdint>
+
+namespace tpu::host {
+
+// Note [Float sums]: a float reduction adds its elements (in order) round-robin into 16 float
+// lanes, block by block of 2048 elements; each block's lanes are added (lane 0 first) in double
+// and the blocks' sums accumulate in double. Within the last, partial block the elements past the
+// last whole group of 16 all go to lane 0. Float lanes keep PyTorch CPU's float-accumulation
+// rounding on short reductions (tests compare with it at float32 tolerances, and cancellation
+// makes a more exact sum differ); the double blocks keep long ones accurate. LaneSum streams one
+// output's elements, given as contiguous runs of any lengths.
+struct LaneSum {
+  static constexpr int64_t kBlock = 2048;
+  int64_t total_len;  // elements this output reduces
+  int64_t pos = 0;
+  float lanes[16] = {};
+  double total = 0;
+  explicit LaneSum(int64_t n) : total_len(n) {}
+  void Feed(const float* x, int64_t n);
+};
+// The Note's sum of n contiguous floats (LaneSum over one run).
+double SumF32Lanes(const float* x, int64_t n);
+// lanes[j] += x[16 g + j] for g < groups, j < 16.
+void AddF32Lanes(const float* x, int64_t groups, float* lanes);
+// acc[j] += x[j] in float, j < n.
+void AddF32ColsFloat(const float* x, float* acc, int64_t n);
+// acc combined with the n contiguous floats (max when is_max, else min; NaN-propagating).
+float MaxF32Row(const float* x, int64_t n, float acc, bool is_max);
+// acc[j] += x[j] (in double), or acc[j] = max/min(acc[j], x[j]), for j < n.
+void AddF32Cols(const float* x, double* acc, int64_t n);
+void MaxF32Cols(const float* x, float* acc, int64_t n, bool is_max);
+
+// bfloat16 <-> float32. To bf16: round to nearest even, NaN -> 0x7FC0 (the quiet NaN).
+void Bf16ToF32(const uint16_t* x, float* out, int64_t n);
+void F32ToBf16(const float* x, uint16_t* out, int64_t n);
+// x rounded to bfloat16 precision, in place (what F32ToBf16 then Bf16ToF32 gives).
+void RoundF32ToBf16(float* x, int64_t n);
+
+}  // namespace tpu::host

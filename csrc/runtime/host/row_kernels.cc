@@ -1,0 +1,502 @@
+// Fused row kernels (row_kernels.h). Each row is converted to float32 once (or used in place when
+// it already is contiguous float32), combined with the same vector pieces as the IR chain uses
+// (Highway max, the reduce kernel's float sums, the fused tiles' exp and log), and stored once, so for float32 rows the results equal the chain's. Threaded over
+// rows.
+#include "runtime/host/row_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "runtime/host/axes.h"
+#include "runtime/host/half.h"
+#include "runtime/host/elementwise_simd.h"
+#include "runtime/host/reduce_simd.h"
+
+namespace tpu::host {
+namespace {
+
+// The rows of a view: dims [first, last) as one strided run of n elements, the others as `outer`.
+struct RowSet {
+  char* base = nullptr;
+  DType dtype = DType::kF32;
+  int64_t n = 1, stride = 1, rows = 1;
+  Axes outer;
+  char* Row(int64_t r) const { return base + OffsetOf(outer, outer.size(), r) * DTypeSize(dtype); }
+};
+
+bool Supported(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
+
+Status Rows(const View& v, int first, int last, RowSet* out, const char* what) {
+  if (!Supported(v.dtype))
+    return Unimplemented(std::string("row kernel on ") + DTypeName(v.dtype) + " " + what);
+  int rank = static_cast<int>(v.dims.size());
+  if (first < 0 || last > rank || first > last) return Internal(std::string("row dims out of range for ") + what);
+  RowSet s;
+  s.base = static_cast<char*>(v.data);
+  s.dtype = v.dtype;
+  bool have = false;
+  int64_t expect = 0;
+  for (int d = last - 1; d >= first; --d) {
+    if (v.dims[d] == 1) continue;
+    if (have && v.strides[d] != expect)
+      return Unimplemented(std::string("row kernel: the row dims of ") + what + " do not merge into one run");
+    if (!have) s.stride = v.strides[d];
+    have = true;
+    expect = v.strides[d] * v.dims[d];
+    s.n *= v.dims[d];
+  }
+  for (int d = 0; d < rank; ++d)
+    if ((d < first || d >= last) && v.dims[d] != 1) s.outer.push_back({v.dims[d], v.strides[d]});
+  s.rows = Count(s.outer, s.outer.size());
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+// The dims of x outside [first, last).
+Dims OuterDims(const View& x, int first, int last) {
+  Dims d;
+  for (int i = 0; i < static_cast<int>(x.dims.size()); ++i)
+    if (i < first || i >= last) d.push_back(x.dims[i]);
+  return d;
+}
+
+// A per-row operand: x's outer dims, then any number of size-1 dims.
+Status PerRow(const View& v, const View& x, int first, int last, RowSet* out, const char* what, bool index = false) {
+  Dims want = OuterDims(x, first, last);
+  bool ok = v.dims.size() >= want.size() && std::equal(want.begin(), want.end(), v.dims.begin());
+  for (size_t d = want.size(); ok && d < v.dims.size(); ++d) ok = v.dims[d] == 1;
+  if (!ok) return Internal(std::string("row kernel: ") + what + " does not have one element per row");
+  if (index ? v.dtype != DType::kI64 : !Supported(v.dtype))
+    return Unimplemented(std::string("row kernel on ") + DTypeName(v.dtype) + " " + what);
+  RowSet s;
+  s.base = static_cast<char*>(v.data);
+  s.dtype = v.dtype;
+  for (size_t d = 0; d < v.dims.size(); ++d) s.outer.push_back({v.dims[d], v.strides[d]});
+  s.rows = Count(s.outer, s.outer.size());
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+// A row-shaped operand (weight, bias): the dims of x's row.
+Status RowShaped(const View& v, const View& x, int first, int last, RowSet* out, const char* what) {
+  Dims want(x.dims.begin() + first, x.dims.begin() + last);
+  if (v.dims != want) return Internal(std::string("row kernel: ") + what + " does not have the row's shape");
+  return Rows(v, 0, static_cast<int>(v.dims.size()), out, what);
+}
+
+Status SameShape(const View& a, const View& b, const char* what) {
+  return a.dims == b.dims ? Status::Ok() : Internal(std::string("row kernel: ") + what + " has another shape");
+}
+
+float LoadOne(DType t, const char* p) {
+  switch (t) {
+    case DType::kF32: { float f; std::memcpy(&f, p, 4); return f; }
+    case DType::kBF16: { float f; Bf16ToF32(reinterpret_cast<const uint16_t*>(p), &f, 1); return f; }
+    default: return static_cast<float>(*reinterpret_cast<const Half*>(p));
+  }
+}
+
+void StoreOne(DType t, float f, char* p) {
+  switch (t) {
+    case DType::kF32: std::memcpy(p, &f, 4); break;
+    case DType::kBF16: F32ToBf16(&f, reinterpret_cast<uint16_t*>(p), 1); break;
+    default: *reinterpret_cast<Half*>(p) = static_cast<Half>(f); break;
+  }
+}
+
+// Row r of v as floats: v's own memory when it is contiguous float32, else converted into buf.
+const float* Read(const RowSet& v, int64_t r, float* buf) {
+  const char* p = v.Row(r);
+  if (v.dtype == DType::kF32 && (v.stride == 1 || v.n == 1)) return reinterpret_cast<const float*>(p);
+  if (v.dtype == DType::kBF16 && v.stride == 1) {
+    Bf16ToF32(reinterpret_cast<const uint16_t*>(p), buf, v.n);
+  } else {
+    int64_t es = v.stride * DTypeSize(v.dtype);
+    for (int64_t j = 0; j < v.n; ++j) buf[j] = LoadOne(v.dtype, p + j * es);
+  }
+  return buf;
+}
+
+// Where row r of v is computed: in place when contiguous float32, else in buf (then Flush).
+float* Target(const RowSet& v, int64_t r, float* buf) {
+  if (v.dtype == DType::kF32 && (v.stride == 1 || v.n == 1)) return reinterpret_cast<float*>(v.Row(r));
+  return buf;
+}
+void Flush(const RowSet& v, int64_t r, const float* vals) {
+  char* p = v.Row(r);
+  if (reinterpret_cast<const char*>(vals) == p) return;
+  if (v.dtype == DType::kBF16 && v.stride == 1) return F32ToBf16(vals, reinterpret_cast<uint16_t*>(p), v.n);
+  int64_t es = v.stride * DTypeSize(v.dtype);
+  for (int64_t j = 0; j < v.n; ++j) StoreOne(v.dtype, vals[j], p + j * es);
+}
+
+float Scalar(const RowSet& v, int64_t r) { return LoadOne(v.dtype, v.Row(r)); }
+void SetScalar(const RowSet& v, int64_t r, float f) { StoreOne(v.dtype, f, v.Row(r)); }
+
+// The reduce kernel's float sum (Note [Float sums]) from init 0, rounded to float.
+float Sum(const float* x, int64_t n) { return static_cast<float>(0.0 + SumF32Lanes(x, n)); }
+
+float Log(float z) {
+  float r;
+  UnaryF32Simd(OpCode::kLog, &z, &r, 1);  // the tiles' log, edge cases included
+  return r;
+}
+
+// Runs fn(r0, r1, scratch) over row ranges; scratch holds `bufs` float rows of n per call.
+template <typename F>
+void ForRows(int64_t rows, int64_t n, int bufs, F&& fn) {
+  auto body = [&](int64_t r0, int64_t r1) {
+    std::vector<float> scratch(std::max<int64_t>(1, n) * bufs);
+    fn(r0, r1, scratch.data());
+  };
+  if (rows * n >= (int64_t{1} << 15))
+    ThreadPool::Get().ParallelFor(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, n)), body);
+  else
+    body(0, rows);
+}
+
+// Max and shifted exponentials of a row: s[j] = x[j] - m into s, e = exp(s) into e (may be s).
+float ShiftExp(const float* x, int64_t n, float* s, float* e) {
+  float m = MaxF32Row(x, n, -std::numeric_limits<float>::infinity(), true);
+  for (int64_t j = 0; j < n; ++j) s[j] = x[j] - m;
+  UnaryF32Simd(OpCode::kExp, s, e, n);
+  return m;
+}
+
+}  // namespace
+
+Status SoftmaxRows(const View& x, int dim, bool log, const View& y) {
+  RowSet X, Y;
+  TPU_RETURN_IF_ERROR(SameShape(x, y, "the output"));
+  TPU_RETURN_IF_ERROR(Rows(x, dim, dim + 1, &X, "input"));
+  TPU_RETURN_IF_ERROR(Rows(y, dim, dim + 1, &Y, "output"));
+  const int64_t n = X.n;
+  ForRows(X.rows, n, 3, [&](int64_t r0, int64_t r1, float* buf) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = Read(X, r, buf);
+      float* yr = Target(Y, r, buf + n);
+      if (!log) {
+        ShiftExp(xr, n, yr, yr);
+        float z = Sum(yr, n);
+        for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] / z;
+      } else {
+        float* e = buf + 2 * n;
+        ShiftExp(xr, n, yr, e);
+        float lz = Log(Sum(e, n));
+        for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] - lz;
+      }
+      Flush(Y, r, yr);
+    }
+  });
+  return Status::Ok();
+}
+
+Status SoftmaxBackwardRows(const View& g, const View& y, int dim, bool log, const View& dx) {
+  RowSet G, Y, D;
+  TPU_RETURN_IF_ERROR(SameShape(g, y, "the output"));
+  TPU_RETURN_IF_ERROR(SameShape(g, dx, "the input gradient"));
+  TPU_RETURN_IF_ERROR(Rows(g, dim, dim + 1, &G, "gradient"));
+  TPU_RETURN_IF_ERROR(Rows(y, dim, dim + 1, &Y, "output"));
+  TPU_RETURN_IF_ERROR(Rows(dx, dim, dim + 1, &D, "input gradient"));
+  const int64_t n = G.n;
+  ForRows(G.rows, n, 4, [&](int64_t r0, int64_t r1, float* buf) {
+    float* t = buf + 3 * n;
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* gr = Read(G, r, buf);
+      const float* yr = Read(Y, r, buf + n);
+      float* dr = Target(D, r, buf + 2 * n);
+      if (!log) {
+        for (int64_t j = 0; j < n; ++j) t[j] = gr[j] * yr[j];
+        float s = Sum(t, n);
+        for (int64_t j = 0; j < n; ++j) dr[j] = yr[j] * (gr[j] - s);
+      } else {
+        float s = Sum(gr, n);
+        UnaryF32Simd(OpCode::kExp, yr, t, n);
+        for (int64_t j = 0; j < n; ++j) dr[j] = gr[j] - t[j] * s;
+      }
+      Flush(D, r, dr);
+    }
+  });
+  return Status::Ok();
+}
+
+namespace {
+
+// Per-row-range partial sums of row-shaped gradients (dw, db), added in row order at the end.
+struct Partials {
+  std::mutex mu;
+  std::vector<std::pair<int64_t, std::vector<double>>> parts;
+  void Add(int64_t r0, std::vector<double> v) {
+    std::lock_guard<std::mutex> lock(mu);
+    parts.emplace_back(r0, std::move(v));
+  }
+  Status StoreInto(const View& out, int64_t n, int slot) {
+    std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<float> total(std::max<int64_t>(1, n));
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (const auto& p : parts) s += p.second[slot * n + j];
+      total[j] = static_cast<float>(s);
+    }
+    RowSet O;
+    TPU_RETURN_IF_ERROR(Rows(out, 0, static_cast<int>(out.dims.size()), &O, "parameter gradient"));
+    if (O.n != n) return Internal("row kernel: parameter gradient of the wrong size");
+    Flush(O, 0, total.data());
+    return Status::Ok();
+  }
+};
+
+// The operands the two norms' backward kernels share: gradient, input, weight (as floats) and the
+// input gradient's rows.
+struct NormGrad {
+  RowSet G, X, W, D;
+  std::vector<float> wbuf;
+  const float* w = nullptr;
+  Status Init(const View& g, const View& x, int axis, const View* weight, const View* dx) {
+    int rank = static_cast<int>(x.dims.size());
+    TPU_RETURN_IF_ERROR(SameShape(g, x, "the gradient"));
+    TPU_RETURN_IF_ERROR(Rows(g, axis, rank, &G, "gradient"));
+    TPU_RETURN_IF_ERROR(Rows(x, axis, rank, &X, "input"));
+    if (weight) {
+      TPU_RETURN_IF_ERROR(RowShaped(*weight, x, axis, rank, &W, "weight"));
+      wbuf.resize(std::max<int64_t>(1, X.n));
+      w = Read(W, 0, wbuf.data());
+    }
+    if (dx) {
+      TPU_RETURN_IF_ERROR(SameShape(x, *dx, "the input gradient"));
+      TPU_RETURN_IF_ERROR(Rows(*dx, axis, rank, &D, "input gradient"));
+    }
+    return Status::Ok();
+  }
+};
+
+}  // namespace
+
+Status LayerNormRows(const View& x, int axis, const View* weight, const View* bias, double eps,
+                     const View& y, const View* mean, const View* rstd) {
+  int rank = static_cast<int>(x.dims.size());
+  RowSet X, Y, W, B, M, R;
+  TPU_RETURN_IF_ERROR(SameShape(x, y, "the output"));
+  TPU_RETURN_IF_ERROR(Rows(x, axis, rank, &X, "input"));
+  TPU_RETURN_IF_ERROR(Rows(y, axis, rank, &Y, "output"));
+  if (weight) TPU_RETURN_IF_ERROR(RowShaped(*weight, x, axis, rank, &W, "weight"));
+  if (bias) TPU_RETURN_IF_ERROR(RowShaped(*bias, x, axis, rank, &B, "bias"));
+  if (mean) TPU_RETURN_IF_ERROR(PerRow(*mean, x, axis, rank, &M, "mean"));
+  if (rstd) TPU_RETURN_IF_ERROR(PerRow(*rstd, x, axis, rank, &R, "rstd"));
+  const int64_t n = X.n;
+  const float fn = static_cast<float>(n), feps = static_cast<float>(eps);
+  std::vector<float> wb(2 * std::max<int64_t>(1, n));
+  const float* w = weight ? Read(W, 0, wb.data()) : nullptr;
+  const float* b = bias ? Read(B, 0, wb.data() + n) : nullptr;
+  ForRows(X.rows, n, 3, [&](int64_t r0, int64_t r1, float* buf) {
+    float* sq = buf + 2 * n;
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = Read(X, r, buf);
+      float mu = Sum(xr, n) / fn;
+      float* yr = Target(Y, r, buf + n);
+      for (int64_t j = 0; j < n; ++j) yr[j] = xr[j] - mu;
+      for (int64_t j = 0; j < n; ++j) sq[j] = yr[j] * yr[j];
+      float rs = 1.0f / std::sqrt(Sum(sq, n) / fn + feps);
+      for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] * rs;
+      if (w) for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] * w[j];
+      if (b) for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] + b[j];
+      Flush(Y, r, yr);
+      if (mean) SetScalar(M, r, mu);
+      if (rstd) SetScalar(R, r, rs);
+    }
+  });
+  return Status::Ok();
+}
+
+Status LayerNormBackwardRows(const View& g, const View& x, int axis, const View& mean,
+                             const View& rstd, const View* weight, const View* dx, const View* dw,
+                             const View* db) {
+  int rank = static_cast<int>(x.dims.size());
+  NormGrad ng;
+  RowSet M, R;
+  TPU_RETURN_IF_ERROR(ng.Init(g, x, axis, weight, dx));
+  TPU_RETURN_IF_ERROR(PerRow(mean, x, axis, rank, &M, "mean"));
+  TPU_RETURN_IF_ERROR(PerRow(rstd, x, axis, rank, &R, "rstd"));
+  const RowSet &G = ng.G, &X = ng.X, &D = ng.D;
+  const int64_t n = X.n;
+  const float fn = static_cast<float>(n);
+  const float* w = ng.w;
+  Partials partials;
+  ForRows(X.rows, n, 5, [&](int64_t r0, int64_t r1, float* buf) {
+    float *xhat = buf + 2 * n, *gw = buf + 3 * n, *t = buf + 4 * n;
+    std::vector<double> acc((dw || db) ? 2 * n : 0, 0.0);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* gr = Read(G, r, buf);
+      const float* xr = Read(X, r, buf + n);
+      float mu = Scalar(M, r), rs = Scalar(R, r);
+      for (int64_t j = 0; j < n; ++j) xhat[j] = (xr[j] - mu) * rs;
+      if (dw || db)
+        for (int64_t j = 0; j < n; ++j) {
+          acc[j] += gr[j] * xhat[j];
+          acc[n + j] += gr[j];
+        }
+      if (!dx) continue;
+      for (int64_t j = 0; j < n; ++j) gw[j] = w ? gr[j] * w[j] : gr[j];
+      float m1 = Sum(gw, n) / fn;
+      for (int64_t j = 0; j < n; ++j) t[j] = gw[j] * xhat[j];
+      float m2 = Sum(t, n) / fn;
+      float* dr = Target(D, r, t);
+      for (int64_t j = 0; j < n; ++j) dr[j] = rs * ((gw[j] - m1) - xhat[j] * m2);
+      Flush(D, r, dr);
+    }
+    if (dw || db) partials.Add(r0, std::move(acc));
+  });
+  if (dw) TPU_RETURN_IF_ERROR(partials.StoreInto(*dw, n, 0));
+  if (db) TPU_RETURN_IF_ERROR(partials.StoreInto(*db, n, 1));
+  return Status::Ok();
+}
+
+Status RmsNormRows(const View& x, int axis, const View* weight, double eps, const View& y,
+                   const View* rrms) {
+  int rank = static_cast<int>(x.dims.size());
+  RowSet X, Y, W, R;
+  TPU_RETURN_IF_ERROR(SameShape(x, y, "the output"));
+  TPU_RETURN_IF_ERROR(Rows(x, axis, rank, &X, "input"));
+  TPU_RETURN_IF_ERROR(Rows(y, axis, rank, &Y, "output"));
+  if (weight) TPU_RETURN_IF_ERROR(RowShaped(*weight, x, axis, rank, &W, "weight"));
+  if (rrms) TPU_RETURN_IF_ERROR(PerRow(*rrms, x, axis, rank, &R, "rrms"));
+  const int64_t n = X.n;
+  const float fn = static_cast<float>(n), feps = static_cast<float>(eps);
+  std::vector<float> wbuf(std::max<int64_t>(1, n));
+  const float* w = weight ? Read(W, 0, wbuf.data()) : nullptr;
+  ForRows(X.rows, n, 3, [&](int64_t r0, int64_t r1, float* buf) {
+    float* sq = buf + 2 * n;
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = Read(X, r, buf);
+      for (int64_t j = 0; j < n; ++j) sq[j] = xr[j] * xr[j];
+      float rs = 1.0f / std::sqrt(Sum(sq, n) / fn + feps);
+      float* yr = Target(Y, r, buf + n);
+      for (int64_t j = 0; j < n; ++j) yr[j] = xr[j] * rs;
+      if (w) for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] * w[j];
+      Flush(Y, r, yr);
+      if (rrms) SetScalar(R, r, rs);
+    }
+  });
+  return Status::Ok();
+}
+
+Status RmsNormBackwardRows(const View& g, const View& x, int axis, const View& rrms,
+                           const View* weight, const View* dx, const View* dw) {
+  int rank = static_cast<int>(x.dims.size());
+  NormGrad ng;
+  RowSet R;
+  TPU_RETURN_IF_ERROR(ng.Init(g, x, axis, weight, dx));
+  TPU_RETURN_IF_ERROR(PerRow(rrms, x, axis, rank, &R, "rrms"));
+  const RowSet &G = ng.G, &X = ng.X, &D = ng.D;
+  const int64_t n = X.n;
+  const float fn = static_cast<float>(n);
+  const float* w = ng.w;
+  Partials partials;
+  ForRows(X.rows, n, 5, [&](int64_t r0, int64_t r1, float* buf) {
+    float *xhat = buf + 2 * n, *gw = buf + 3 * n, *t = buf + 4 * n;
+    std::vector<double> acc(dw ? n : 0, 0.0);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* gr = Read(G, r, buf);
+      const float* xr = Read(X, r, buf + n);
+      float rs = Scalar(R, r);
+      for (int64_t j = 0; j < n; ++j) xhat[j] = xr[j] * rs;
+      if (dw) for (int64_t j = 0; j < n; ++j) acc[j] += gr[j] * xhat[j];
+      if (!dx) continue;
+      for (int64_t j = 0; j < n; ++j) gw[j] = w ? gr[j] * w[j] : gr[j];
+      for (int64_t j = 0; j < n; ++j) t[j] = gw[j] * xhat[j];
+      float m2 = Sum(t, n) / fn;
+      float* dr = Target(D, r, t);
+      for (int64_t j = 0; j < n; ++j) dr[j] = rs * (gw[j] - xhat[j] * m2);
+      Flush(D, r, dr);
+    }
+    if (dw) partials.Add(r0, std::move(acc));
+  });
+  if (dw) TPU_RETURN_IF_ERROR(partials.StoreInto(*dw, n, 0));
+  return Status::Ok();
+}
+
+namespace {
+
+// Targets checked before any row runs: an out-of-range class is an error, as in PyTorch.
+Status CheckTargets(const RowSet& T, int64_t classes, int64_t ignore_index) {
+  for (int64_t r = 0; r < T.rows; ++r) {
+    int64_t t;
+    std::memcpy(&t, T.Row(r), 8);
+    if (t != ignore_index && (t < 0 || t >= classes))
+      return OutOfRange("Target " + std::to_string(t) + " is out of bounds.");
+  }
+  return Status::Ok();
+}
+
+int64_t TargetOf(const RowSet& T, int64_t r) {
+  int64_t t;
+  std::memcpy(&t, T.Row(r), 8);
+  return t;
+}
+
+}  // namespace
+
+Status CrossEntropyRows(const View& x, int dim, const View& targets, int64_t ignore_index,
+                        const View& loss, const View* lse) {
+  RowSet X, T, L, S;
+  TPU_RETURN_IF_ERROR(Rows(x, dim, dim + 1, &X, "logits"));
+  TPU_RETURN_IF_ERROR(PerRow(targets, x, dim, dim + 1, &T, "targets", true));
+  TPU_RETURN_IF_ERROR(PerRow(loss, x, dim, dim + 1, &L, "loss"));
+  if (lse) TPU_RETURN_IF_ERROR(PerRow(*lse, x, dim, dim + 1, &S, "logsumexp"));
+  const int64_t n = X.n;
+  TPU_RETURN_IF_ERROR(CheckTargets(T, n, ignore_index));
+  ForRows(X.rows, n, 3, [&](int64_t r0, int64_t r1, float* buf) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = Read(X, r, buf);
+      float* s = buf + n;
+      float m = ShiftExp(xr, n, s, buf + 2 * n);
+      float lz = Log(Sum(buf + 2 * n, n));
+      int64_t t = TargetOf(T, r);
+      SetScalar(L, r, t == ignore_index ? 0.0f : -(s[t] - lz));
+      if (lse) SetScalar(S, r, m + lz);
+    }
+  });
+  return Status::Ok();
+}
+
+Status CrossEntropyBackwardRows(const View& x, int dim, const View& targets, int64_t ignore_index,
+                                const View& gl, const View& dx) {
+  RowSet X, T, GL, D;
+  TPU_RETURN_IF_ERROR(SameShape(x, dx, "the input gradient"));
+  TPU_RETURN_IF_ERROR(Rows(x, dim, dim + 1, &X, "logits"));
+  TPU_RETURN_IF_ERROR(PerRow(targets, x, dim, dim + 1, &T, "targets", true));
+  TPU_RETURN_IF_ERROR(PerRow(gl, x, dim, dim + 1, &GL, "loss gradient"));
+  TPU_RETURN_IF_ERROR(Rows(dx, dim, dim + 1, &D, "input gradient"));
+  const int64_t n = X.n;
+  TPU_RETURN_IF_ERROR(CheckTargets(T, n, ignore_index));
+  ForRows(X.rows, n, 3, [&](int64_t r0, int64_t r1, float* buf) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* dr = Target(D, r, buf + 2 * n);
+      int64_t t = TargetOf(T, r);
+      if (t == ignore_index) {
+        std::fill(dr, dr + n, 0.0f);
+      } else {
+        // log-probabilities y = s - log(sum(exp(s))); dx = onehot * (-g) - exp(y) * (-g)
+        const float* xr = Read(X, r, buf);
+        float* s = buf + n;
+        ShiftExp(xr, n, s, dr);
+        float lz = Log(Sum(dr, n));
+        for (int64_t j = 0; j < n; ++j) s[j] = s[j] - lz;
+        UnaryF32Simd(OpCode::kExp, s, dr, n);
+        float ng = -Scalar(GL, r);
+        for (int64_t j = 0; j < n; ++j) dr[j] = (j == t ? ng : 0.0f) - dr[j] * ng;
+      }
+      Flush(D, r, dr);
+    }
+  });
+  return Status::Ok();
+}
+
+}  // namespace tpu::host

@@ -1,0 +1,245 @@
+// The fused row kernels against float64 references (and, for float32 rows, against the IR chain
+// they replace, which they must equal exactly), on strided rows, bf16, threaded sizes.
+#include "runtime/host/row_kernels.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/host/host_test_util.h"
+
+namespace tpu::host::testing {
+namespace {
+
+const DType F = DType::kF32;
+
+View V(std::vector<float>& v, Dims dims, Dims strides = {}) {
+  if (strides.empty()) strides = ContiguousStrides(dims);
+  return View{v.data(), F, std::move(dims), std::move(strides)};
+}
+
+std::vector<float> Values(int64_t n, int salt, float scale = 1.0f) {
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = scale * std::sin(0.37f * static_cast<float>(i) + salt);
+  return v;
+}
+
+// Element (o, j) of a [outer, n] row layout where rows are dim 1 of [a, n, c] (o = i * c + k).
+struct Layout {
+  int64_t a, n, c;  // rows run along the middle dim: offset = (i * n + j) * c + k
+  int64_t Off(int64_t o, int64_t j) const { return (o / c * n + j) * c + o % c; }
+  int64_t rows() const { return a * c; }
+};
+
+// float64 softmax / log-softmax of each row.
+std::vector<double> RefSoftmax(const std::vector<float>& x, const Layout& L, bool log) {
+  std::vector<double> y(x.size());
+  for (int64_t o = 0; o < L.rows(); ++o) {
+    double m = -INFINITY, z = 0;
+    for (int64_t j = 0; j < L.n; ++j) m = std::max(m, double{x[L.Off(o, j)]});
+    for (int64_t j = 0; j < L.n; ++j) z += std::exp(x[L.Off(o, j)] - m);
+    for (int64_t j = 0; j < L.n; ++j) {
+      double s = x[L.Off(o, j)] - m;
+      y[L.Off(o, j)] = log ? s - std::log(z) : std::exp(s) / z;
+    }
+  }
+  return y;
+}
+
+TEST(RowKernelsTest, SoftmaxMiddleDimAndThreadedRowsMatchFloat64) {
+  for (Layout L : {Layout{3, 50, 7}, Layout{600, 300, 1}}) {
+    for (bool log : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << L.a << "x" << L.n << "x" << L.c << (log ? " log" : ""));
+      std::vector<float> x = Values(L.a * L.n * L.c, 1, 4.0f), y(x.size());
+      ASSERT_TRUE(SoftmaxRows(V(x, {L.a, L.n, L.c}), 1, log, V(y, {L.a, L.n, L.c})).ok());
+      std::vector<double> want = RefSoftmax(x, L, log);
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], 2e-6 * (log ? 4 : 1)) << i;
+      // backward: softmax: y * (g - sum(g * y)); log: g - exp(y) * sum(g)
+      std::vector<float> g = Values(x.size(), 2), dx(x.size());
+      ASSERT_TRUE(SoftmaxBackwardRows(V(g, {L.a, L.n, L.c}), V(y, {L.a, L.n, L.c}), 1, log, V(dx, {L.a, L.n, L.c})).ok());
+      for (int64_t o = 0; o < L.rows(); ++o) {
+        double s = 0;
+        for (int64_t j = 0; j < L.n; ++j) s += log ? g[L.Off(o, j)] : double{g[L.Off(o, j)]} * want[L.Off(o, j)];
+        for (int64_t j = 0; j < L.n; ++j) {
+          int64_t e = L.Off(o, j);
+          double d = log ? g[e] - std::exp(want[e]) * s : want[e] * (g[e] - s);
+          ASSERT_NEAR(dx[e], d, 1e-5) << o << "," << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(RowKernelsTest, SoftmaxEqualsTheIrChainExactly) {
+  // The chain softmax.cc builds, run by the executor; the fused kernel must give the same bits.
+  const int64_t R = 97, N = 1000;
+  std::vector<float> x = Values(R * N, 3, 10.0f), y(R * N), want(R * N);
+  for (bool log : {false, true}) {
+    Builder b;
+    int p = b.Param(T(F, {R, N}));
+    int m = b.Reduce(p, b.Constant(-INFINITY, F), {1}, ReduceKind::kMax);
+    int s = b.Binary(OpCode::kSubtract, p, b.BroadcastInDim(m, {R, N}, {0}));
+    int e = b.Unary(OpCode::kExp, s);
+    int z = b.Reduce(e, b.Constant(0.0, F), {1}, ReduceKind::kAdd);
+    b.Result(log ? b.Binary(OpCode::kSubtract, s, b.BroadcastInDim(b.Unary(OpCode::kLog, z), {R, N}, {0}))
+                 : b.Binary(OpCode::kDivide, e, b.BroadcastInDim(z, {R, N}, {0})));
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, {R, N})), Bindings(Bind(want, F, {R, N}))).ok());
+    ASSERT_TRUE(SoftmaxRows(V(x, {R, N}), 1, log, V(y, {R, N})).ok());
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], want[i]) << (log ? "log " : "") << i;
+  }
+}
+
+TEST(RowKernelsTest, SoftmaxBf16RoundsOnceAndNaNPropagates) {
+  const int64_t R = 4, N = 33;
+  std::vector<float> xf = Values(R * N, 4, 3.0f);
+  xf[N + 5] = std::numeric_limits<float>::quiet_NaN();  // row 1
+  std::vector<uint16_t> xb(R * N), yb(R * N);
+  for (size_t i = 0; i < xf.size(); ++i) xb[i] = ToBf16(xf[i]), xf[i] = FromBf16(xb[i]);
+  View xv{xb.data(), DType::kBF16, {R, N}, {N, 1}}, yv{yb.data(), DType::kBF16, {R, N}, {N, 1}};
+  ASSERT_TRUE(SoftmaxRows(xv, 1, false, yv).ok());
+  std::vector<double> want = RefSoftmax(xf, Layout{R, N, 1}, false);
+  for (int64_t i = 0; i < R * N; ++i) {
+    if (i / N == 1) {
+      EXPECT_TRUE(std::isnan(FromBf16(yb[i]))) << i;
+      continue;
+    }
+    // one rounding to bf16 of a value within float32 error of the float64 result
+    EXPECT_NEAR(FromBf16(yb[i]), want[i], std::abs(want[i]) * (1.0 / 256) + 1e-7) << i;
+  }
+}
+
+TEST(RowKernelsTest, LayerNormForwardBackwardMatchFloat64) {
+  const int64_t R = 300, N = 130;  // threaded
+  const double eps = 1e-5;
+  std::vector<float> x = Values(R * N, 5, 3.0f), w = Values(N, 6), b = Values(N, 7), g = Values(R * N, 8);
+  for (float& v : x) v += 2.0f;  // a mean away from zero
+  std::vector<float> y(R * N), mean(R), rstd(R), dx(R * N), dw(N), db(N);
+  View wv = V(w, {N}), bv = V(b, {N}), mv = V(mean, {R, 1}), rv = V(rstd, {R, 1});
+  ASSERT_TRUE(LayerNormRows(V(x, {R, N}), 1, &wv, &bv, eps, V(y, {R, N}), &mv, &rv).ok());
+  View dxv = V(dx, {R, N}), dwv = V(dw, {N}), dbv = V(db, {N});
+  ASSERT_TRUE(LayerNormBackwardRows(V(g, {R, N}), V(x, {R, N}), 1, mv, rv, &wv, &dxv, &dwv, &dbv).ok());
+  std::vector<double> rdw(N, 0), rdb(N, 0);
+  for (int64_t r = 0; r < R; ++r) {
+    double mu = 0, var = 0;
+    for (int64_t j = 0; j < N; ++j) mu += x[r * N + j];
+    mu /= N;
+    for (int64_t j = 0; j < N; ++j) var += (x[r * N + j] - mu) * (x[r * N + j] - mu);
+    double rs = 1 / std::sqrt(var / N + eps), m1 = 0, m2 = 0;
+    ASSERT_NEAR(mean[r], mu, 1e-5);
+    ASSERT_NEAR(rstd[r], rs, 1e-5 * rs);
+    std::vector<double> xh(N);
+    for (int64_t j = 0; j < N; ++j) {
+      xh[j] = (x[r * N + j] - mu) * rs;
+      ASSERT_NEAR(y[r * N + j], xh[j] * w[j] + b[j], 1e-5) << r << "," << j;
+      m1 += double{g[r * N + j]} * w[j];
+      m2 += double{g[r * N + j]} * w[j] * xh[j];
+      rdw[j] += g[r * N + j] * xh[j];
+      rdb[j] += g[r * N + j];
+    }
+    m1 /= N, m2 /= N;
+    for (int64_t j = 0; j < N; ++j)
+      ASSERT_NEAR(dx[r * N + j], rs * (double{g[r * N + j]} * w[j] - m1 - xh[j] * m2), 1e-5) << r << "," << j;
+  }
+  for (int64_t j = 0; j < N; ++j) {
+    ASSERT_NEAR(dw[j], rdw[j], 1e-4) << j;
+    ASSERT_NEAR(db[j], rdb[j], 1e-4) << j;
+  }
+}
+
+TEST(RowKernelsTest, LayerNormEqualsTheIrChainExactly) {
+  const int64_t R = 64, N = 520;
+  std::vector<float> x = Values(R * N, 9, 2.0f), y(R * N), want(R * N), mean(R), want_mean(R);
+  Builder b;
+  int p = b.Param(T(F, {R, N}));
+  auto group_mean = [&](int v) {
+    int s = b.Reduce(v, b.Constant(0.0, F), {1}, ReduceKind::kAdd);
+    return b.Binary(OpCode::kDivide, s, b.BroadcastInDim(b.Constant(static_cast<double>(N), F), {R}, {}));
+  };
+  int mu = group_mean(p);
+  int xc = b.Binary(OpCode::kSubtract, p, b.BroadcastInDim(mu, {R, N}, {0}));
+  int var = group_mean(b.Binary(OpCode::kMultiply, xc, xc));
+  int r = b.Unary(OpCode::kRsqrt, b.Binary(OpCode::kAdd, var, b.BroadcastInDim(b.Constant(1e-5, F), {R}, {})));
+  b.Result(b.Binary(OpCode::kMultiply, xc, b.BroadcastInDim(r, {R, N}, {0})));
+  b.Result(mu);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, {R, N})), Bindings(Bind(want, F, {R, N}), Bind(want_mean, F, {R}))).ok());
+  View mv = V(mean, {R});
+  ASSERT_TRUE(LayerNormRows(V(x, {R, N}), 1, nullptr, nullptr, 1e-5, V(y, {R, N}), &mv, nullptr).ok());
+  for (int64_t i = 0; i < R; ++i) ASSERT_EQ(mean[i], want_mean[i]) << i;
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], want[i]) << i;
+}
+
+TEST(RowKernelsTest, RmsNormForwardBackwardMatchFloat64) {
+  // rows over the two trailing dims of [5, 6, 40] ([5, 240] groups), x's rows padded apart in
+  // memory (a slice of a wider buffer).
+  const int64_t A = 5, B = 6, C = 40, N = B * C, P = N + 16;
+  const double eps = 1e-6;
+  std::vector<float> x = Values(A * P, 10, 2.0f), w = Values(N, 11), g = Values(A * N, 12);
+  std::vector<float> y(A * N), rr(A), dx(A * N), dw(N);
+  View xv = V(x, {A, B, C}, {P, C, 1});
+  View wv = V(w, {B, C}), rv = V(rr, {A}), dxv = V(dx, {A, B, C}), dwv = V(dw, {B, C});
+  ASSERT_TRUE(RmsNormRows(xv, 1, &wv, eps, V(y, {A, B, C}), &rv).ok());
+  ASSERT_TRUE(RmsNormBackwardRows(V(g, {A, B, C}), xv, 1, rv, &wv, &dxv, &dwv).ok());
+  std::vector<double> rdw(N, 0);
+  for (int64_t a = 0; a < A; ++a) {
+    auto xe = [&](int64_t j) { return double{x[a * P + j]}; };
+    double ms = 0, m2 = 0;
+    for (int64_t j = 0; j < N; ++j) ms += xe(j) * xe(j);
+    double rs = 1 / std::sqrt(ms / N + eps);
+    ASSERT_NEAR(rr[a], rs, 1e-5 * rs);
+    for (int64_t j = 0; j < N; ++j) {
+      ASSERT_NEAR(y[a * N + j], xe(j) * rs * w[j], 1e-5) << a << "," << j;
+      m2 += double{g[a * N + j]} * w[j] * xe(j) * rs;
+      rdw[j] += g[a * N + j] * xe(j) * rs;
+    }
+    m2 /= N;
+    for (int64_t j = 0; j < N; ++j)
+      ASSERT_NEAR(dx[a * N + j], rs * (double{g[a * N + j]} * w[j] - xe(j) * rs * m2), 1e-5) << a << "," << j;
+  }
+  for (int64_t j = 0; j < N; ++j) ASSERT_NEAR(dw[j], rdw[j], 1e-5) << j;
+}
+
+TEST(RowKernelsTest, CrossEntropyForwardBackwardMatchFloat64) {
+  const int64_t R = 257, N = 96;  // char_gpt's vocabulary
+  std::vector<float> x = Values(R * N, 13, 5.0f), loss(R), lse(R), dx(R * N);
+  std::vector<int64_t> t(R);
+  for (int64_t r = 0; r < R; ++r) t[r] = r % 7 == 3 ? -100 : (r * 31) % N;
+  float gl = 1.0f / R;
+  View tv{t.data(), DType::kI64, {R}, {1}}, lv = V(loss, {R}), sv = V(lse, {R});
+  View glv{&gl, F, {R}, {0}};  // reduction='mean': one value for every row
+  ASSERT_TRUE(CrossEntropyRows(V(x, {R, N}), 1, tv, -100, lv, &sv).ok());
+  ASSERT_TRUE(CrossEntropyBackwardRows(V(x, {R, N}), 1, tv, -100, glv, V(dx, {R, N})).ok());
+  for (int64_t r = 0; r < R; ++r) {
+    double m = -INFINITY, z = 0;
+    for (int64_t j = 0; j < N; ++j) m = std::max(m, double{x[r * N + j]});
+    for (int64_t j = 0; j < N; ++j) z += std::exp(x[r * N + j] - m);
+    double l = m + std::log(z);
+    ASSERT_NEAR(lse[r], l, 1e-5);
+    bool ignored = t[r] == -100;
+    ASSERT_NEAR(loss[r], ignored ? 0.0 : l - x[r * N + t[r]], 1e-5) << r;
+    for (int64_t j = 0; j < N; ++j) {
+      double p = std::exp(x[r * N + j] - l);
+      double want = ignored ? 0.0 : (p - (j == t[r] ? 1.0 : 0.0)) * gl;
+      ASSERT_NEAR(dx[r * N + j], want, 1e-7) << r << "," << j;
+    }
+  }
+  t[5] = N;  // out of range: an error naming it, nothing computed
+  Status st = CrossEntropyRows(V(x, {R, N}), 1, tv, -100, lv, nullptr);
+  EXPECT_EQ(st.code(), Code::kOutOfRange);
+  EXPECT_NE(st.message().find("Target 96 is out of bounds"), std::string::npos) << st.ToString();
+}
+
+TEST(RowKernelsTest, UnsupportedCasesAreExplicit) {
+  std::vector<double> x(12), y(12);
+  View xv{x.data(), DType::kF64, {3, 4}, {4, 1}}, yv{y.data(), DType::kF64, {3, 4}, {4, 1}};
+  EXPECT_EQ(SoftmaxRows(xv, 1, false, yv).code(), Code::kUnimplemented);
+  std::vector<float> a(24), b(24);
+  // normalized dims [1, 3) of a [2, 3, 4] view whose rows are not one run (dims 1, 2 swapped)
+  View av = V(a, {2, 3, 4}, {12, 1, 3}), bv = V(b, {2, 3, 4});
+  EXPECT_EQ(RmsNormRows(av, 1, nullptr, 1e-6, bv, nullptr).code(), Code::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace tpu::host::testing
