@@ -77,11 +77,13 @@ Status Options::SetLocked(const OptionInfo& info, const std::string& text) {
 #define TPU_OPTION_SET_Bool(name) values_.name = b;
 #define TPU_OPTION_SET_Int(name) values_.name = i;
 #define TPU_OPTION_SET_String(name) values_.name = Lower(text);
+#define TPU_OPTION_SET_Path(name) values_.name = text;
 #include "base/options.def"
 #undef TPU_OPTION
 #undef TPU_OPTION_SET_Bool
 #undef TPU_OPTION_SET_Int
 #undef TPU_OPTION_SET_String
+#undef TPU_OPTION_SET_Path
   return Internal("option table out of sync for " + info.name);
 }
 
@@ -92,11 +94,13 @@ StatusOr<std::string> Options::GetString(const std::string& name) const {
 #define TPU_OPTION_GET_Bool(n) std::string(values_.n ? "1" : "0")
 #define TPU_OPTION_GET_Int(n) std::to_string(values_.n)
 #define TPU_OPTION_GET_String(n) values_.n
+#define TPU_OPTION_GET_Path(n) values_.n
 #include "base/options.def"
 #undef TPU_OPTION
 #undef TPU_OPTION_GET_Bool
 #undef TPU_OPTION_GET_Int
 #undef TPU_OPTION_GET_String
+#undef TPU_OPTION_GET_Path
   return InvalidArgument("unknown torch_tpu option '" + name + "'");
 }
 

@@ -10,7 +10,8 @@
 
 namespace tpu {
 
-enum class OptionType { kBool, kInt, kString };
+// kPath: a string kept as given (kString values are lower-cased).
+enum class OptionType { kBool, kInt, kString, kPath };
 
 struct OptionInfo {
   std::string name;
@@ -26,11 +27,13 @@ struct OptionValues {
 #define TPU_OPTION_FIELD_Bool(name) bool name = false;
 #define TPU_OPTION_FIELD_Int(name) int64_t name = 0;
 #define TPU_OPTION_FIELD_String(name) std::string name;
+#define TPU_OPTION_FIELD_Path(name) std::string name;
 #include "base/options.def"
 #undef TPU_OPTION
 #undef TPU_OPTION_FIELD_Bool
 #undef TPU_OPTION_FIELD_Int
 #undef TPU_OPTION_FIELD_String
+#undef TPU_OPTION_FIELD_Path
 };
 
 class Options {
