@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -210,6 +211,21 @@ TEST(PjrtAllocatorTest, AccountsBytesAgainstTheCapacity) {
   EXPECT_EQ(huge.status().code(), Code::kResourceExhausted);
   EXPECT_NE(huge.status().message().find("out of memory"), std::string::npos);
 }
+
+#ifdef TPU_PJRT_HANGING_PLUGIN
+TEST(PjrtClientTest, APluginThatHangsIsAbandonedAfterTheTimeout) {
+  auto api = Api::Load(TPU_PJRT_HANGING_PLUGIN);
+  ASSERT_TRUE(api.ok()) << api.status().ToString();
+  auto t0 = std::chrono::steady_clock::now();
+  auto client = Client::Create(std::move(api).value(), {}, 1.0);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(client.ok());
+  EXPECT_NE(client.status().message().find("did not finish initializing and creating a client within 1 s"),
+            std::string::npos)
+      << client.status().message();
+  EXPECT_LT(s, 3.0);
+}
+#endif
 
 // ---- choosing the plugin --------------------------------------------------------------------
 

@@ -160,9 +160,11 @@ std::string CompileOptionsBytes(const std::string& platform_name) {
   PutVarintField(build, 1, static_cast<uint64_t>(int64_t{-1}));
   PutVarintField(build, 4, 1);
   PutVarintField(build, 5, 1);
-  // CompileOptionsProto: executable_build_options = 3, env_option_overrides = 7.
+  // CompileOptionsProto: executable_build_options = 3, compile_portable_executable = 4 (no
+  // device assignment: each launch names its device, PJRT's execute_device), env_option_overrides = 7.
   std::string out;
   PutBytesField(out, 3, build);
+  PutVarintField(out, 4, 1);
   // StableHLO's maximum/minimum propagate NaN (IEEE 754 maximum); XLA's CPU and GPU backends may
   // otherwise use min/max instructions that return the other operand.
   if (platform_name == "cpu") PutBytesField(out, 7, BoolOverride("xla_cpu_enable_fast_min_max", false));
