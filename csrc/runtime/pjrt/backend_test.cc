@@ -190,6 +190,29 @@ TEST(PjrtBufferTest, PartialWritesReadsAndCopies) {
   EXPECT_TRUE(d.queue().Synchronize().ok());
 }
 
+TEST(PjrtBufferTest, ZeroSizedArrays) {
+  TPU_REQUIRE_PJRT_PLUGIN();
+  Backend* b = TestBackend();
+  ASSERT_NE(b, nullptr);
+  Device& d = b->device(0);
+  Builder bld;
+  int x = bld.Param(T(DType::kF32, {0, 3}));
+  bld.Result(bld.Binary(OpCode::kAdd, x, x));
+  bld.Result(bld.Reduce(x, bld.Constant(0.5, DType::kF32), {0}, ReduceKind::kAdd));
+  auto g = bld.Finish();
+  ASSERT_TRUE(g.ok());
+  CompileOptions co;
+  co.name = "empty";
+  auto exe = b->Compile(g.value(), co);
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  DeviceBuffer in = NewBuffer(d, 0), sum = NewBuffer(d, 0), red = NewBuffer(d, 12);
+  ASSERT_TRUE(LaunchAndWait(d, exe.value(), Bindings(in.Bind(T(DType::kF32, {0, 3}))),
+                            Bindings(sum.Bind(T(DType::kF32, {0, 3})), red.Bind(T(DType::kF32, {3}))))
+                  .ok());
+  EXPECT_EQ(Download<float>(d, red), std::vector<float>(3, 0.5f));
+  EXPECT_TRUE(Download<float>(d, sum).empty());
+}
+
 TEST(PjrtAllocatorTest, AccountsBytesAgainstTheCapacity) {
   TPU_REQUIRE_PJRT_PLUGIN();
   Backend* b = TestBackend();
