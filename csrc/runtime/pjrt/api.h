@@ -38,7 +38,8 @@ class Api {
   // Loads the plugin at `path` and checks its API version against our header's. Loading does not
   // initialize it (Initialize does). `override_version` is for tests only: it replaces the
   // version the plugin reports, to exercise the mismatch checks.
-  static StatusOr<std::unique_ptr<Api>> Load(const std::string& path, const PJRT_Api_Version* override_version = nullptr);
+  static StatusOr<std::unique_ptr<Api>> Load(const std::string& path,
+                                             const PJRT_Api_Version* override_version = nullptr);
   ~Api();  // the library stays loaded: plugins do not support being unloaded
   Api(const Api&) = delete;
   Api& operator=(const Api&) = delete;

@@ -81,7 +81,8 @@ class PjrtBackend final : public Backend {
     // XLA's CPU plugin makes one device per core or so, all on the same CPUs: like the host
     // executor it exposes num_devices of them (the plugin's cpu_device_count option sets how
     // many it makes).
-    if (client_->platform_name() == "cpu") n = std::min<int>(n, static_cast<int>(std::max<int64_t>(1, Flags().num_devices)));
+    if (client_->platform_name() == "cpu")
+      n = std::min<int>(n, static_cast<int>(std::max<int64_t>(1, Flags().num_devices)));
     int64_t host_budget = HostAvailableBytes() * 9 / 10 / n;
     for (int i = 0; i < n; ++i) {
       DeviceProperties p;
@@ -176,7 +177,8 @@ StatusOr<std::string> ChoosePlugin(const std::string& option, const std::vector<
   return FailedPrecondition(
       "no PJRT plugin found for the pjrt backend: set TORCH_TPU_PJRT_PLUGIN=/path/to/plugin.so, or install "
       "one (pip install --no-deps lammps-jax-pjrt-cpu==0.11.2 for XLA's CPU plugin; libtpu on a TPU VM)" +
-      (looked.empty() ? std::string() : "; looked at: " + looked + (tpu_present ? "" : " (libtpu skipped: no TPU here)")));
+      (looked.empty() ? std::string()
+                      : "; looked at: " + looked + (tpu_present ? "" : " (libtpu skipped: no TPU here)")));
 }
 
 StatusOr<std::unique_ptr<Backend>> MakePjrtBackend(const PjrtBackendOptions& options) {

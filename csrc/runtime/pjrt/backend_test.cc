@@ -66,7 +66,8 @@ TEST(PjrtApiTest, BadPluginPathsAreClearErrors) {
   EXPECT_NE(not_plugin.status().message().find("is not a PJRT plugin: it has no GetPjrtApi"), std::string::npos)
       << not_plugin.status().message();
   // A file that is not a library at all.
-  std::string junk = (std::filesystem::temp_directory_path() / ("tpu_pjrt_junk_" + std::to_string(getpid()) + ".so")).string();
+  std::string junk =
+      (std::filesystem::temp_directory_path() / ("tpu_pjrt_junk_" + std::to_string(getpid()) + ".so")).string();
   std::ofstream(junk) << "not an ELF file";
   auto bad = Api::Load(junk);
   std::filesystem::remove(junk);

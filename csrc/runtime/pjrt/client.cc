@@ -117,7 +117,8 @@ StatusOr<std::unique_ptr<Client>> Client::Create(std::unique_ptr<Api> api, const
       lock.unlock();
       // Abandoned: the thread may finish some day; the state (and the plugin) outlive it.
       worker.detach();
-      return FailedPrecondition("the PJRT plugin " + path + " did not finish initializing and creating a client within " +
+      return FailedPrecondition("the PJRT plugin " + path +
+                                " did not finish initializing and creating a client within " +
                                 std::to_string(static_cast<int>(timeout_s)) +
                                 " s (option pjrt_init_timeout, TORCH_TPU_PJRT_INIT_TIMEOUT); it was abandoned");
     }

@@ -256,7 +256,8 @@ StatusOr<std::shared_ptr<const PjrtExecutable>> CompileForPjrt(const Client& cli
 StatusOr<std::shared_ptr<const PjrtExecutable>> CompileText(const Client& client, const std::string& text,
                                                             const std::string& name, int num_outputs) {
   std::string code = text;
-  TPU_ASSIGN_OR_RETURN(PJRT_LoadedExecutable * loaded, CompileMlir(client, code, "program '" + name + "'", num_outputs));
+  TPU_ASSIGN_OR_RETURN(PJRT_LoadedExecutable * loaded,
+                       CompileMlir(client, code, "program '" + name + "'", num_outputs));
   auto exe = std::make_shared<PjrtExecutable>(&client.api(), loaded);
   PjrtProgram p;
   p.num_results = num_outputs;
@@ -322,7 +323,8 @@ StatusOr<std::string> SerializeExecutable(const Client& client, const PjrtExecut
     return Unimplemented("the PJRT plugin cannot serialize executables");
   auto get = TPU_PJRT_ARGS(PJRT_LoadedExecutable_GetExecutable_Args);
   get.loaded_executable = exe.loaded();
-  TPU_RETURN_IF_ERROR(api.ToStatus(api->PJRT_LoadedExecutable_GetExecutable(&get), "PJRT_LoadedExecutable_GetExecutable"));
+  TPU_RETURN_IF_ERROR(
+      api.ToStatus(api->PJRT_LoadedExecutable_GetExecutable(&get), "PJRT_LoadedExecutable_GetExecutable"));
   auto ser = TPU_PJRT_ARGS(PJRT_Executable_Serialize_Args);
   ser.executable = get.executable;
   Status st = api.ToStatus(api->PJRT_Executable_Serialize(&ser), "PJRT_Executable_Serialize");

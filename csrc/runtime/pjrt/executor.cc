@@ -123,7 +123,8 @@ StatusOr<PJRT_Buffer*> PjrtExecutor::ScalarArray(const Binding& b) {
     for (auto& [k, a] : scalars_) DestroyBuffer(api_, a);
     scalars_.clear();
   }
-  TPU_ASSIGN_OR_RETURN(PJRT_Buffer * a, Upload(api_, client_->get(), device_, b.inline_bytes(), ToPjrtType(b.dtype()), b.dims()));
+  TPU_ASSIGN_OR_RETURN(PJRT_Buffer * a,
+                       Upload(api_, client_->get(), device_, b.inline_bytes(), ToPjrtType(b.dtype()), b.dims()));
   scalars_.emplace(std::move(key), a);
   return a;
 }
@@ -206,12 +207,14 @@ Status PjrtExecutor::ReadAll(Buffer* b, std::vector<char>* out) {
 }
 
 Status PjrtExecutor::Write(Buffer* dst, int64_t offset, const void* src, int64_t nbytes) {
-  if (offset < 0 || nbytes < 0 || offset + nbytes > dst->nbytes()) return Internal("write past the end of a device buffer");
+  if (offset < 0 || nbytes < 0 || offset + nbytes > dst->nbytes())
+    return Internal("write past the end of a device buffer");
   if (nbytes == 0) return Status::Ok();
   // The new array keeps the type the buffer's had (programs bind a buffer with one type, as a
   // rule); a buffer never written gets bytes.
   PJRT_Buffer* cur = PjrtBufferOf(dst);
-  StatusOr<ArrayType> type = cur ? TypeOf(api_, cur) : StatusOr<ArrayType>(ArrayType{PJRT_Buffer_Type_U8, {dst->nbytes()}});
+  StatusOr<ArrayType> type =
+      cur ? TypeOf(api_, cur) : StatusOr<ArrayType>(ArrayType{PJRT_Buffer_Type_U8, {dst->nbytes()}});
   if (!type.ok()) return type.status();
   const void* data = src;
   std::vector<char> whole;
@@ -220,13 +223,15 @@ Status PjrtExecutor::Write(Buffer* dst, int64_t offset, const void* src, int64_t
     std::memcpy(whole.data() + offset, src, static_cast<size_t>(nbytes));
     data = whole.data();
   }
-  TPU_ASSIGN_OR_RETURN(PJRT_Buffer * made, Upload(api_, client_->get(), device_, data, type.value().type, type.value().dims));
+  TPU_ASSIGN_OR_RETURN(PJRT_Buffer * made,
+                       Upload(api_, client_->get(), device_, data, type.value().type, type.value().dims));
   Replace(dst, made);
   return Status::Ok();
 }
 
 Status PjrtExecutor::Read(Buffer* src, int64_t offset, int64_t nbytes, void* dst) {
-  if (offset < 0 || nbytes < 0 || offset + nbytes > src->nbytes()) return Internal("read past the end of a device buffer");
+  if (offset < 0 || nbytes < 0 || offset + nbytes > src->nbytes())
+    return Internal("read past the end of a device buffer");
   std::lock_guard<std::mutex> lock(contents_mu_);
   PJRT_Buffer* cur = PjrtBufferOf(src);
   if (!cur) {

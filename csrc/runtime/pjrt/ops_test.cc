@@ -137,7 +137,8 @@ class PjrtVsHostTest : public ::testing::Test {
     std::vector<Binding> params, results;
     for (int p = 0; p < graph.num_params(); ++p) {
       ins.push_back(NewBuffer(d, static_cast<int64_t>(inputs[p].size())));
-      d.queue().Write(ins.back().buffer, 0, inputs[p].data(), static_cast<int64_t>(inputs[p].size()), TaskContext("in"));
+      int64_t n = static_cast<int64_t>(inputs[p].size());
+      d.queue().Write(ins.back().buffer, 0, inputs[p].data(), n, TaskContext("in"));
       params.push_back(ins.back().Bind(graph.params[p]));
     }
     for (int v : graph.results) {

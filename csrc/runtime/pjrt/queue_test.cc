@@ -258,7 +258,8 @@ TEST_F(PjrtQueueTest, DISABLED_PjrtBenchmark) {
   DeviceBuffer x = Upload(d, std::vector<float>(n, 0.0f)), y = NewBuffer(d, n * 4);
   const int iters = 3000;
   for (bool inline_ok : {false, true}) {
-    for (int i = 0; i < 100; ++i) ASSERT_TRUE(LaunchAndWait(d, inc, Bindings(x.Bind(T(F, {n}))), Bindings(y.Bind(T(F, {n})))).ok());
+    for (int i = 0; i < 100; ++i)
+      ASSERT_TRUE(LaunchAndWait(d, inc, Bindings(x.Bind(T(F, {n}))), Bindings(y.Bind(T(F, {n})))).ok());
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) {
       std::vector<Binding> p = Bindings(x.Bind(T(F, {n}))), r = Bindings(y.Bind(T(F, {n})));
@@ -350,7 +351,8 @@ TEST_F(PjrtQueueTest, DISABLED_PjrtBenchmark) {
   std::printf("1024^3 f32 dot on the host executor: %.2f ms, %.1f GFLOP/s\n", per * 1e3, 2.0 * m * m * m / per / 1e9);
   std::vector<float> got = Download<float>(d, out);
   double worst = 0;
-  for (int64_t i = 0; i < m * m; ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - hout[i]) / (1 + std::fabs(hout[i])));
+  for (int64_t i = 0; i < m * m; ++i)
+    worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - hout[i]) / (1 + std::fabs(hout[i])));
   std::printf("largest relative difference PJRT vs host: %.2e\n", worst);
   EXPECT_LT(worst, 1e-4);
 }
