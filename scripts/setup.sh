@@ -8,7 +8,8 @@
 # 1. Debian packages (apt), installed only when missing;
 # 2. a venv outside the repo, reused between runs and recreated when broken:
 #    $TORCH_TPU_VENV (default ~/.cache/torch_tpu/venv, i.e. /root/.cache/torch_tpu/venv as root);
-# 3. Python packages in it (torch pinned to 2.13.0, the CPU build), installed only when missing;
+# 3. Python packages in it (torch pinned to 2.13.0, the CPU build; the PJRT plugins and header
+#    with --no-deps), installed only when missing;
 # 4. `pip install --no-build-isolation -e .`: the C++ extension is built by CMake+Ninja in build/
 #    (incremental, ccache) and lands in ./torch_tpu/.
 # Set TORCH_TPU_SKIP_BUILD=1 to skip step 4.
@@ -29,6 +30,13 @@ _TPU_PY_PACKAGES=(
   "diffusers==0.42.1"  # tests/python/test_diffusers.py (a tiny random UNet2DModel, nothing downloaded)
   "accelerate==1.15.0"  # the HF Trainer needs it; tests/python/test_hf_trainer.py (installs beside torch 2.13.0)
   "setuptools>=70.1"
+)
+# The pjrt backend's packages (README "PJRT backend"), installed with --no-deps: each declares a
+# jax pin we do not need (nothing here imports jax). pjrt_c_api.h comes from xla-cpu-pjrt.
+_TPU_PY_NODEPS_PACKAGES=(
+  "lammps-jax-pjrt-cpu==0.11.2"  # XLA's CPU PJRT plugin (PJRT C API 0.115): the CI plugin
+  "xla-cpu-pjrt==0.0.1"          # pjrt_c_api.h (API 0.81) and an older CPU plugin
+  "libtpu==0.0.52"               # the TPU plugin; loaded only where a TPU is present (or forced)
 )
 
 _tpu_log() { echo "[setup] $*"; }
@@ -55,10 +63,13 @@ _tpu_venv() {
   _tpu_log "venv: $TORCH_TPU_VENV (created with $("$base" --version 2>&1))"
 }
 
-_tpu_pip_deps() {
-  local py="$TORCH_TPU_VENV/bin/python" missing
+_tpu_pip_deps() {  # _tpu_pip_deps WHAT [PIP OPTIONS...] -- REQUIREMENT...
+  local py="$TORCH_TPU_VENV/bin/python" missing what=$1 opts=()
+  shift
+  while [[ $1 != -- ]]; do opts+=("$1"); shift; done
+  shift
   # Prints the requirements that are not satisfied, one per line (a quick check, no pip run).
-  missing=$("$py" - "${_TPU_PY_PACKAGES[@]}" <<'PYEOF'
+  missing=$("$py" - "$@" <<'PYEOF'
 import importlib.metadata as md, re, sys
 
 def version_tuple(v):
@@ -77,21 +88,34 @@ for req in sys.argv[1:]:
 PYEOF
   ) || return 1
   if [[ -z $missing ]]; then
-    _tpu_log "python packages: ok ($("$py" -c 'import importlib.metadata as m; print("torch", m.version("torch"))'))"
+    _tpu_log "$what: ok"
     return 0
   fi
-  _tpu_log "python packages: installing $(echo $missing)"
+  _tpu_log "$what: installing $(echo $missing)"
   local log
   log="$(mktemp)"
   # shellcheck disable=SC2086
-  if ! "$py" -m pip install --disable-pip-version-check $missing >"$log" 2>&1; then
+  if ! "$py" -m pip install --disable-pip-version-check "${opts[@]}" $missing >"$log" 2>&1; then
     cat "$log"
     rm -f "$log"
     _tpu_log "error: pip install failed (log above)"
     return 1
   fi
   rm -f "$log"
-  _tpu_log "python packages: installed"
+  _tpu_log "$what: installed"
+}
+
+_tpu_python_packages() {
+  local py="$TORCH_TPU_VENV/bin/python"
+  _tpu_pip_deps "python packages" -- "${_TPU_PY_PACKAGES[@]}" || return 1
+  local pjrt=("${_TPU_PY_NODEPS_PACKAGES[@]}")
+  # libtpu's wheels are for Python 3.11 and later.
+  if ! "$py" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
+    pjrt=("${pjrt[@]/libtpu==*/}")
+    _tpu_log "pjrt packages: libtpu skipped (it needs Python 3.11 or later)"
+  fi
+  _tpu_pip_deps "pjrt packages" --no-deps -- ${pjrt[@]} || return 1
+  _tpu_log "torch: $("$py" -c 'import importlib.metadata as m; print(m.version("torch"))')"
 }
 
 _tpu_build() {
@@ -119,7 +143,7 @@ _tpu_setup_main() {
   cd "$_tpu_root"
   _tpu_apt
   _tpu_venv
-  _tpu_pip_deps
+  _tpu_python_packages
   _tpu_build
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up (scripts/setup.sh), then runs every check; exits non-zero if any fails.
 #   1. layering check (scripts/check_layering.sh)
-#   2. C++ core tests: GoogleTest binary built in build/core-tests, without torch, -Werror
+#   2. C++ core tests: GoogleTest binary built in build/core-tests, without torch, -Werror; the
+#      PJRT backend's run against the installed XLA CPU plugin
 #   3. sanitizers: the core tests under ASan+UBSan, the threaded pieces' under TSan
 #      (scripts/sanitize.sh, clang)
 #   4. fuzzing: every libFuzzer target for 20 s (scripts/fuzz.sh, on the ASan build of 3)
@@ -42,10 +43,16 @@ core_tests() {
     return 1
   fi
   local bdir=build/core-tests
+  # The venv's Python finds pjrt_c_api.h (package xla-cpu-pjrt) for the PJRT backend.
   cmake -S . -B "$bdir" -G Ninja --log-level=WARNING -DCMAKE_BUILD_TYPE=Release \
-    -DTPU_BUILD_TORCH=OFF -DTPU_BUILD_TESTS=ON -DTPU_WERROR=ON || return 1
+    -DTPU_BUILD_TORCH=OFF -DTPU_BUILD_TESTS=ON -DTPU_WERROR=ON -DPython3_EXECUTABLE="$py" || return 1
   cmake --build "$bdir" --target tpu_core_tests || return 1
-  "$bdir/tpu_core_tests" --gtest_brief=1 || return 1
+  # The PJRT tests run on the installed plugins (XLA's CPU plugin; libtpu only for the no-TPU
+  # check); without one they skip.
+  local candidates
+  candidates="${TORCH_TPU_PJRT_PLUGIN_CANDIDATES-$("$py" torch_tpu/_backend.py)}"
+  echo "core-tests: PJRT plugins: ${TORCH_TPU_PJRT_PLUGIN:-${candidates:-none}}"
+  TORCH_TPU_PJRT_PLUGIN_CANDIDATES="$candidates" "$bdir/tpu_core_tests" --gtest_brief=1 || return 1
   # Again without AVX-512, where oneDNN has no bf16/f16 matmul or convolution kernels.
   ONEDNN_MAX_CPU_ISA=AVX2 "$bdir/tpu_core_tests" --gtest_brief=1 --gtest_filter='Dot*:Conv*' || return 1
 }

@@ -69,7 +69,10 @@ def _register() -> None:
     if _registered:
         return
     from . import _C  # noqa: F401  (loads the kernels and the runtime)
+    from . import _backend
     from . import _tpu_module as _device_module
+
+    _backend.configure(_C.set_option)  # the installed PJRT plugins, before the backend exists
 
     _C._check_environment()  # a bad TORCH_TPU_* value raises (ValueError) before any device exists
     _C._set_library_paths(**_library_paths())

@@ -89,6 +89,9 @@ Status Parse(const OptionInfo& info, const std::string& text, Parsed* p) {
       if (std::find(info.choices.begin(), info.choices.end(), p->s) == info.choices.end())
         return bad();
       return Status::Ok();
+    case OptionType::kPath:
+      p->s = text;
+      return Status::Ok();
   }
   return Internal("option '" + info.name + "' has an unknown type");
 }
@@ -106,6 +109,8 @@ std::string OptionInfo::Accepted() const {
       for (const auto& c : choices) list += (list.empty() ? "'" : ", '") + c + "'";
       return "one of " + list;
     }
+    case OptionType::kPath:
+      return "a path (any text)";
   }
   return "";
 }
@@ -115,12 +120,14 @@ bool OptionValues::SameText(const OptionValues& o) const {
 #define TPU_OPTION(name, type, def, lo, hi, choices, help) TPU_OPTION_SAME_##type(name)
 #define TPU_OPTION_SAME_Bool(name)
 #define TPU_OPTION_SAME_Int(name)
+#define TPU_OPTION_SAME_Path(name)
 #define TPU_OPTION_SAME_String(name) &&name == o.name
 #include "base/options.def"
 #undef TPU_OPTION
 #undef TPU_OPTION_SAME_Bool
 #undef TPU_OPTION_SAME_Int
 #undef TPU_OPTION_SAME_String
+#undef TPU_OPTION_SAME_Path
       ;
 }
 
@@ -137,7 +144,10 @@ Options::Options() {
     }
   }
   OptionValues defaults;
-  for (const auto& info : infos_) (void)Apply(info, info.default_value, &defaults);
+  for (const auto& info : infos_) {
+    if (info.type == OptionType::kPath) paths_.emplace_back(info.name, info.default_value);
+    else (void)Apply(info, info.default_value, &defaults);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   PublishLocked(defaults);
   environment_status_ = LoadFromEnvironmentLocked();
@@ -155,12 +165,14 @@ void Options::PublishLocked(const OptionValues& values) {
 #define TPU_OPTION(name, type, def, lo, hi, choices, help) TPU_OPTION_STORE_##type(name)
 #define TPU_OPTION_STORE_Bool(name) s->name = values.name;
 #define TPU_OPTION_STORE_Int(name) s->name = values.name;
+#define TPU_OPTION_STORE_Path(name)
 #define TPU_OPTION_STORE_String(name)
 #include "base/options.def"
 #undef TPU_OPTION
 #undef TPU_OPTION_STORE_Bool
 #undef TPU_OPTION_STORE_Int
 #undef TPU_OPTION_STORE_String
+#undef TPU_OPTION_STORE_Path
     if (s->SameText(values)) target = s.get();
   }
   if (target == nullptr) {
@@ -186,6 +198,10 @@ Status Options::LoadFromEnvironmentLocked() {
   for (const auto& info : infos_) {
     const char* env = std::getenv(info.env_var.c_str());
     if (env == nullptr || *env == '\0') continue;
+    if (info.type == OptionType::kPath) {
+      SetPathLocked(info.name, env);
+      continue;
+    }
     Status s = Apply(info, env, &next);
     if (!s.ok()) {
       errors += (errors.empty() ? "" : "; ") + info.env_var + "='" + env + "' is invalid: " +
@@ -207,10 +223,19 @@ Status Options::Set(const std::string& name, const std::string& value) {
   const OptionInfo* info = Find(name);
   if (info == nullptr) return InvalidArgument("unknown torch_tpu option '" + name + "'");
   std::lock_guard<std::mutex> lock(mu_);
+  if (info->type == OptionType::kPath) {
+    SetPathLocked(name, value);
+    return Status::Ok();
+  }
   OptionValues next = values();
   TPU_RETURN_IF_ERROR(Apply(*info, value, &next));
   PublishLocked(next);
   return Status::Ok();
+}
+
+void Options::SetPathLocked(const std::string& name, const std::string& value) {
+  for (auto& [n, v] : paths_)
+    if (n == name) v = value;
 }
 
 StatusOr<std::string> Options::Canonical(const std::string& name, const std::string& value) const {
@@ -221,7 +246,9 @@ StatusOr<std::string> Options::Canonical(const std::string& name, const std::str
   switch (info->type) {
     case OptionType::kBool: return std::string(p.b ? "1" : "0");
     case OptionType::kInt: return std::to_string(p.i);
-    case OptionType::kString: return p.s;
+    case OptionType::kString:
+    case OptionType::kPath:
+      return p.s;
   }
   return Internal("option '" + name + "' has an unknown type");
 }
@@ -234,26 +261,35 @@ Status Options::Apply(const OptionInfo& info, const std::string& text, OptionVal
 #define TPU_OPTION_SET_Bool(name) values->name.set(p.b);
 #define TPU_OPTION_SET_Int(name) values->name.set(p.i);
 #define TPU_OPTION_SET_String(name) values->name = p.s;
+#define TPU_OPTION_SET_Path(name)  // kept in paths_ (Set)
 #include "base/options.def"
 #undef TPU_OPTION
 #undef TPU_OPTION_SET_Bool
 #undef TPU_OPTION_SET_Int
 #undef TPU_OPTION_SET_String
+#undef TPU_OPTION_SET_Path
   return Internal("option table out of sync for " + info.name);
 }
 
 StatusOr<std::string> Options::GetString(const std::string& name) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [n, v] : paths_)
+      if (n == name) return v;
+  }
   const OptionValues& v = values();
 #define TPU_OPTION(name_, type, def, lo, hi, choices, help) \
   if (name == #name_) return TPU_OPTION_GET_##type(name_);
 #define TPU_OPTION_GET_Bool(n) std::string(v.n.get() ? "1" : "0")
 #define TPU_OPTION_GET_Int(n) std::to_string(v.n.get())
 #define TPU_OPTION_GET_String(n) v.n
+#define TPU_OPTION_GET_Path(n) std::string()  // (found in paths_ above)
 #include "base/options.def"
 #undef TPU_OPTION
 #undef TPU_OPTION_GET_Bool
 #undef TPU_OPTION_GET_Int
 #undef TPU_OPTION_GET_String
+#undef TPU_OPTION_GET_Path
   return InvalidArgument("unknown torch_tpu option '" + name + "'");
 }
 

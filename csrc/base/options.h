@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,9 @@
 
 namespace tpu {
 
-enum class OptionType { kBool, kInt, kString };
+// kString: one of declared choices (lower case); kPath: free text kept as given (a file or list
+// of files), read rarely (GetString) and so kept out of the hot snapshots.
+enum class OptionType { kBool, kInt, kString, kPath };
 
 struct OptionInfo {
   std::string name;
@@ -63,11 +66,13 @@ struct OptionValues {
 #define TPU_OPTION_FIELD_Bool(name) OptionScalar<bool> name;
 #define TPU_OPTION_FIELD_Int(name) OptionScalar<int64_t> name;
 #define TPU_OPTION_FIELD_String(name) std::string name;
+#define TPU_OPTION_FIELD_Path(name)
 #include "base/options.def"
 #undef TPU_OPTION
 #undef TPU_OPTION_FIELD_Bool
 #undef TPU_OPTION_FIELD_Int
 #undef TPU_OPTION_FIELD_String
+#undef TPU_OPTION_FIELD_Path
   // Whether every text option has the same value in both.
   bool SameText(const OptionValues& o) const;
 };
@@ -100,14 +105,21 @@ class Options {
   // Parses `value` into `values` (a private copy); changes nothing on error.
   static Status Apply(const OptionInfo& info, const std::string& value, OptionValues* values);
   Status LoadFromEnvironmentLocked();
+  void SetPathLocked(const std::string& name, const std::string& value);
   void PublishLocked(const OptionValues& values);
   std::vector<OptionInfo> infos_;
   Status environment_status_;
   mutable std::mutex mu_;  // serializes writers; readers only load current_
   std::vector<std::unique_ptr<OptionValues>> snapshots_;  // every one published
+  std::vector<std::pair<std::string, std::string>> paths_;  // kPath options' values (under mu_)
   std::atomic<const OptionValues*> current_{nullptr};
 };
 
 inline const OptionValues& Flags() { return Options::Get().values(); }
+// A kPath option's value (not in Flags(): read rarely, under the registry's lock).
+inline std::string PathOption(const std::string& name) {
+  auto v = Options::Get().GetString(name);
+  return v.ok() ? v.value() : std::string();
+}
 
 }  // namespace tpu

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 
+#include "backends/backends.h"
 #include "base/metrics.h"
 #include "torch/fork.h"
 #include "torch/generator.h"
@@ -360,6 +361,7 @@ at::ScalarType ToScalarType(DType t) {
 Device& DeviceFor(int index) {
   CheckNotInBadFork();  // Note [Fork]
   Backend& b = GetBackend();
+  if (b.device_count() == 0 && !BackendStatus().ok()) ThrowStatus(BackendStatus());  // why there are none
   TORCH_CHECK(index >= 0 && index < b.device_count(), "Invalid device index tpu:", index, ": ",
               b.device_count(), " tpu device(s) are configured (TORCH_TPU_NUM_DEVICES)");
   return b.device(index);

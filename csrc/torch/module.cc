@@ -14,6 +14,7 @@
 #include "compiler/compiler.h"
 #include "compiler/program_log.h"
 #include "runtime/host/cpu_info.h"
+#include "backends/backends.h"
 #include "torch/deferred/window.h"
 #include "torch/fork.h"
 #include "torch/generator.h"
@@ -34,7 +35,10 @@ void CheckStatus(const Status& s) {
 // What the registry cannot say: the options the backend reads once when it creates the devices
 // (changing them later would silently do nothing). Values are checked by the registry itself.
 void RefuseReadOnceOption(const std::string& name, const std::string& canonical_value) {
-  if (name != "chip" && name != "num_devices" && name != "memory_capacity") return;
+  static const char* kReadOnce[] = {"chip", "num_devices", "memory_capacity", "backend", "pjrt_plugin",
+                                    "pjrt_plugin_candidates", "pjrt_init_timeout", "pjrt_client_options"};
+  if (std::find(std::begin(kReadOnce), std::end(kReadOnce), name) == std::end(kReadOnce)) return;
+  if (!BackendCreated()) return;  // not read yet: the backend will take it
   auto current = Options::Get().GetString(name);
   CheckStatus(current.status());
   if (current.value() == canonical_value) return;
@@ -53,6 +57,8 @@ py::dict Properties(int index) {
   d["hbm_bytes"] = p.hbm_bytes;
   d["index"] = p.index;
   d["backend"] = GetBackend().name();
+  d["backend_description"] = GetBackend().description();
+  d["kind"] = p.kind;
   return d;
 }
 

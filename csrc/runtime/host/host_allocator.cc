@@ -1,33 +1,12 @@
 #include "runtime/host/host_allocator.h"
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
-namespace tpu {
+#include "runtime/memory.h"
 
-int64_t HostAvailableBytes() {
-  FILE* f = std::fopen("/proc/meminfo", "r");
-  int64_t kb = 0;
-  if (f) {
-    char line[256];
-    while (std::fgets(line, sizeof(line), f)) {
-      if (std::sscanf(line, "MemAvailable: %ld kB", &kb) == 1) break;
-    }
-    std::fclose(f);
-  }
-  return kb > 0 ? kb * 1024 : (int64_t{4} << 30);
-}
-
-namespace host {
-namespace {
-std::string Mib(int64_t bytes) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.2f MiB", bytes / (1024.0 * 1024.0));
-  return buf;
-}
-}  // namespace
+namespace tpu::host {
 
 HostAllocator::~HostAllocator() { EmptyCacheLocked(); }
 
@@ -48,15 +27,13 @@ StatusOr<void*> HostAllocator::TakeBlockLocked(int64_t nbytes) {
     if (stats_.reserved + size > stats_.capacity) EmptyCacheLocked();
     if (stats_.reserved + size > stats_.capacity) {
       ++stats_.num_ooms;
-      return ResourceExhausted("tpu:" + std::to_string(device_) + " out of memory: tried to allocate " +
-                               Mib(nbytes) + "; " + Mib(stats_.allocated) + " in use of " +
-                               Mib(stats_.capacity) + " device capacity");
+      return OutOfMemory(device_, nbytes, stats_.allocated, stats_.capacity);
     }
     p = std::aligned_alloc(64, size);
     if (!p) {
       ++stats_.num_ooms;
       return ResourceExhausted("tpu:" + std::to_string(device_) + " out of memory: the host could not back " +
-                               Mib(nbytes));
+                               FormatMib(nbytes));
     }
     stats_.reserved += size;
     if (stats_.reserved > stats_.peak_reserved) stats_.peak_reserved = stats_.reserved;
@@ -72,18 +49,9 @@ StatusOr<Buffer*> HostAllocator::Allocate(int64_t nbytes, bool materialize) {
     // Memory comes later, but a buffer larger than the whole device can never get it: say so now.
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.num_ooms;
-    return ResourceExhausted("tpu:" + std::to_string(device_) + " out of memory: tried to allocate " + Mib(nbytes) +
-                             "; " + Mib(stats_.allocated) + " in use of " + Mib(stats_.capacity) + " device capacity");
+    return OutOfMemory(device_, nbytes, stats_.allocated, stats_.capacity);
   }
-  auto* buffer = new Buffer(nbytes, this, device_);
-  if (materialize) {
-    Status st = Materialize(buffer);
-    if (!st.ok()) {
-      delete buffer;
-      return st;
-    }
-  }
-  return buffer;
+  return NewBuffer(this, device_, nbytes, materialize);
 }
 
 Status HostAllocator::Materialize(Buffer* buffer) {
@@ -142,5 +110,4 @@ void HostAllocator::EmptyCacheLocked() {
   cache_.clear();
 }
 
-}  // namespace host
-}  // namespace tpu
+}  // namespace tpu::host
