@@ -89,6 +89,14 @@ class Queue {
   // Device -> device, ordered with everything else.
   virtual uint64_t Copy(Buffer* src, int64_t src_offset, Buffer* dst, int64_t dst_offset, int64_t nbytes,
                         TaskContext ctx) = 0;
+  // Device <-> host copies that touch host memory when the task runs, in queue order -- not when
+  // it is enqueued: `host` must stay valid until then, and the queue holds `keep` (its owner)
+  // until the task has run. For host work ordered between device tasks (collectives' staging):
+  // ReadInto a staging area, Enqueue the host work on it, WriteFrom it back, without a host sync.
+  virtual uint64_t ReadInto(Buffer* src, int64_t offset, int64_t nbytes, void* host, std::shared_ptr<void> keep,
+                            TaskContext ctx) = 0;
+  virtual uint64_t WriteFrom(Buffer* dst, int64_t offset, const void* host, int64_t nbytes, std::shared_ptr<void> keep,
+                             TaskContext ctx) = 0;
   // A host task ordered with the device's work (events; collectives).
   virtual uint64_t Enqueue(Task task, TaskContext ctx) = 0;
   // Records `error` as a task's, in order, failing `results` (Note [Failed buffers]): work that

@@ -50,6 +50,7 @@ void WorkerQueue::ReclaimLocked() {
     item.launch.results.clear();
     item.launch.executable.reset();
     item.bytes.clear();
+    item.keep.reset();
     item.ctx.location.clear();
     item.ctx.origins.reset();
   }
@@ -170,6 +171,34 @@ uint64_t WorkerQueue::Write(Buffer* dst, int64_t offset, const void* src, int64_
   return FinishEnqueue(lock);
 }
 
+uint64_t WorkerQueue::ReadInto(Buffer* src, int64_t offset, int64_t nbytes, void* host, std::shared_ptr<void> keep,
+                               TaskContext ctx) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Item& slot = BeginEnqueue(lock);
+  slot.kind = Kind::kReadInto;
+  slot.launch.params.emplace_back(src, offset, DType::kU8, Dims{nbytes});  // a read: failed data skips it
+  slot.src_offset = offset;
+  slot.nbytes = nbytes;
+  slot.host = host;
+  slot.keep = std::move(keep);
+  slot.ctx = std::move(ctx);
+  return FinishEnqueue(lock);
+}
+
+uint64_t WorkerQueue::WriteFrom(Buffer* dst, int64_t offset, const void* host, int64_t nbytes,
+                                std::shared_ptr<void> keep, TaskContext ctx) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Item& slot = BeginEnqueue(lock);
+  slot.kind = Kind::kWriteFrom;
+  slot.launch.results.emplace_back(dst, offset, DType::kU8, Dims{nbytes});
+  slot.dst_offset = offset;
+  slot.nbytes = nbytes;
+  slot.host = const_cast<void*>(host);
+  slot.keep = std::move(keep);
+  slot.ctx = std::move(ctx);
+  return FinishEnqueue(lock);
+}
+
 uint64_t WorkerQueue::Copy(Buffer* src, int64_t src_offset, Buffer* dst, int64_t dst_offset, int64_t nbytes,
                            TaskContext ctx) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -194,6 +223,10 @@ Status WorkerQueue::Execute(Item& item, RunReport* report) {
     case Kind::kCopy:
       return executor_->Copy(item.launch.params[0].buffer(), item.src_offset, item.launch.results[0].buffer(),
                              item.dst_offset, item.nbytes);
+    case Kind::kReadInto:
+      return executor_->Read(item.launch.params[0].buffer(), item.src_offset, item.nbytes, item.host);
+    case Kind::kWriteFrom:
+      return executor_->Write(item.launch.results[0].buffer(), item.dst_offset, item.host, item.nbytes);
   }
   return Internal("unknown queue item");
 }
@@ -283,6 +316,8 @@ void WorkerQueue::RecordSkip(const Item& item, uint64_t origin) {
   static Counter* skipped = GetCounter("tasks_skipped_after_error");
   skipped->Add();
   std::lock_guard<std::mutex> lock(errors_mu_);
+  skipped_.emplace_back(item.seq, origin);
+  if (skipped_.size() > 1024) skipped_.pop_front();
   ErrorRecord* rec = FindLocked(origin);
   if (!rec || rec->reported) return;  // a failed buffer whose error was reported stays failed
   ForEachInPlaceResult(item.launch, [&](Buffer* b) {
@@ -365,9 +400,17 @@ void WorkerQueue::Drain() {
 Status WorkerQueue::WaitFor(uint64_t seq) {
   WaitUntilDone(seq);
   CollectGarbage();
-  if (unreported_.load(std::memory_order_acquire) == 0) return Status::Ok();
   std::lock_guard<std::mutex> lock(errors_mu_);
+  if (errors_.empty()) return Status::Ok();
   if (ErrorRecord* rec = FindLocked(seq)) return ReportLocked(*rec);
+  // A task that did not run because its input had failed: that failure explains it.
+  for (auto it = skipped_.rbegin(); it != skipped_.rend(); ++it) {
+    if (it->first != seq) continue;
+    ErrorRecord* rec = FindLocked(it->second);
+    if (rec && !rec->reported) return ReportLocked(*rec);
+    return FailedPrecondition("this op did not run: an input has no value, because the device op that was to "
+                              "compute it failed" + (rec ? " earlier with: " + rec->status.message() : std::string()));
+  }
   return Status::Ok();
 }
 

@@ -24,6 +24,10 @@ class WorkerQueue final : public Queue {
   Status Read(Buffer* src, int64_t offset, int64_t nbytes, void* dst) override;
   uint64_t Copy(Buffer* src, int64_t src_offset, Buffer* dst, int64_t dst_offset, int64_t nbytes,
                 TaskContext ctx) override;
+  uint64_t ReadInto(Buffer* src, int64_t offset, int64_t nbytes, void* host, std::shared_ptr<void> keep,
+                    TaskContext ctx) override;
+  uint64_t WriteFrom(Buffer* dst, int64_t offset, const void* host, int64_t nbytes, std::shared_ptr<void> keep,
+                     TaskContext ctx) override;
   uint64_t Enqueue(Task task, TaskContext ctx) override;
   uint64_t Fail(Status error, Binding* results, size_t num_results, TaskContext ctx) override;
 
@@ -42,7 +46,7 @@ class WorkerQueue final : public Queue {
   static constexpr uint64_t kMaxInFlight = 4096;
 
  private:
-  enum class Kind : uint8_t { kTask, kLaunch, kWrite, kCopy };
+  enum class Kind : uint8_t { kTask, kLaunch, kWrite, kCopy, kReadInto, kWriteFrom };
   struct Item {
     Kind kind = Kind::kTask;
     Task task;
@@ -51,6 +55,8 @@ class WorkerQueue final : public Queue {
     struct Launch launch;
     std::vector<char> bytes;  // kWrite: the host data
     int64_t src_offset = 0, dst_offset = 0, nbytes = 0;
+    void* host = nullptr;           // kReadInto / kWriteFrom: the caller's memory ...
+    std::shared_ptr<void> keep;     // ... and its owner, held until the task has run
     TaskContext ctx;
     uint64_t seq = 0;
   };
@@ -106,6 +112,7 @@ class WorkerQueue final : public Queue {
   RunReport report_;  // reused by RunItem (items run one at a time: the worker, or inline under mu_)
   alignas(64) std::mutex errors_mu_;
   std::deque<ErrorRecord> errors_;  // in sequence order
+  std::deque<std::pair<uint64_t, uint64_t>> skipped_;  // (task, origin) of tasks that did not run (bounded)
   std::atomic<int> unreported_{0};
   alignas(64) std::atomic<uint64_t> submitted_{0};  // ring tasks published to the worker
   alignas(64) std::atomic<uint64_t> completed_{0};  // sequence number of the last finished task

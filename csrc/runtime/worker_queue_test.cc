@@ -1,4 +1,5 @@
 #include <atomic>
+#include <cstring>
 #include <chrono>
 #include <mutex>
 #include <string>
@@ -271,6 +272,15 @@ class ByteExecutor : public NoExecutor {
     if (n == "add1") At(launch.results[0]) = static_cast<char>(At(launch.params[0]) + 1);
     return Status::Ok();
   }
+  static char* Bytes(Buffer* b) { return static_cast<std::vector<char>*>(b->contents())->data(); }
+  Status Read(Buffer* src, int64_t offset, int64_t n, void* dst) override {
+    std::memcpy(dst, Bytes(src) + offset, static_cast<size_t>(n));
+    return Status::Ok();
+  }
+  Status Write(Buffer* dst, int64_t offset, const void* src, int64_t n) override {
+    std::memcpy(Bytes(dst) + offset, src, static_cast<size_t>(n));
+    return Status::Ok();
+  }
   std::atomic<int> runs{0};
 };
 
@@ -327,6 +337,29 @@ TEST_F(FailedBufferTest, ConsumersOfAFailedResultDoNotRun) {
   for (Buffer* b : {x, loss, grad, w}) b->Release();
 }
 
+TEST_F(FailedBufferTest, HostStagingRunsInQueueOrder) {
+  // ReadInto a staging area, a host task on it, WriteFrom it back: all in order behind the
+  // device work, with no host wait in between.
+  Buffer *a = New(5), *b = New(0);
+  auto staging = std::make_shared<std::vector<char>>(1, 0);
+  Run("add1", a, a, "aten::add_", "s.py:1");  // a = 6 when the read runs
+  q.ReadInto(a, 0, 1, staging->data(), staging, TaskContext("stage"));
+  q.Enqueue([staging] { (*staging)[0] *= 7; return Status::Ok(); }, TaskContext("reduce"));
+  q.WriteFrom(b, 0, staging->data(), 1, staging, TaskContext("unstage"));
+  Run("add1", b, b, "aten::add_", "s.py:2");
+  EXPECT_TRUE(q.SyncBuffer(b).ok());
+  EXPECT_EQ(Value(b), 43);
+  // A read of failed data does not run; the write of a staging area makes its target valid.
+  Buffer* c = New(0);
+  Run("fail", a, c, "aten::take", "s.py:3");
+  auto st2 = std::make_shared<std::vector<char>>(1, 99);
+  q.ReadInto(c, 0, 1, st2->data(), st2, TaskContext("stage"));
+  q.Drain();
+  EXPECT_EQ((*st2)[0], 99);
+  EXPECT_FALSE(q.SyncBuffer(c).ok());
+  for (Buffer* x : {a, b, c}) x->Release();
+}
+
 TEST_F(FailedBufferTest, ErrorsReachTheThreadThatIssuedThem) {
   Buffer *a = New(1), *b = New(0), *c = New(5), *d = New(0);
   std::thread other([&] { Run("fail", a, b, "aten::gather", "worker.py:3"); });  // nothing syncs there
@@ -350,6 +383,15 @@ TEST_F(FailedBufferTest, WaitForReturnsThatTasksOwnError) {
   EXPECT_EQ(st.code(), Code::kOutOfRange);
   EXPECT_EQ(st.message(), "aten::index_select (issued at m.py:1): index 5 is out of bounds");
   EXPECT_TRUE(q.TakeAnyError().ok());
+  // A task that could not run because its input failed says so at its own wait.
+  uint64_t bad2 = Run("fail", a, b, "aten::index_select", "m.py:3");
+  uint64_t skipped = Run("copy", b, c, "aten::copy_", "m.py:4");
+  Status why = q.WaitFor(skipped);
+  EXPECT_EQ(why.message(), "aten::index_select (issued at m.py:3): index 5 is out of bounds");
+  EXPECT_EQ(q.WaitFor(bad2).code(), Code::kOutOfRange);  // a task's own error, whenever asked
+  EXPECT_TRUE(q.TakeAnyError().ok());                    // but reported to sync points once
+  Status again = q.WaitFor(skipped);
+  EXPECT_EQ(again.code(), Code::kFailedPrecondition);
   for (Buffer* x : {a, b, c}) x->Release();
 }
 
