@@ -31,7 +31,8 @@ def report() -> str:
         "torch_tpu metrics",
         f"  executions           {get('executions')}  ({get('inline_executions')} small ones run inline on an idle queue)",
         f"  compiles             {get('compiles')}  ({get('compile_time_ns') / 1e6:.1f} ms)",
-        f"  compile cache        {get('compile_cache_hits')} hits, {get('compile_cache_misses')} misses",
+        f"  compile cache        {get('compile_cache_hits')} hits, {get('compile_cache_misses')} misses"
+        + (f" ({get('compile_cache_disk_hits')} loaded from the cache directory)" if get('compile_cache_disk_hits') else ""),
         f"  host syncs           {get('host_syncs')}",
         f"  fused windows        {get('windows')}"
         + (f"  ({get('window_ops') / max(1, get('windows')):.1f} ops per window; cut by: "
@@ -40,6 +41,12 @@ def report() -> str:
         f"  to device            {get('transfers_to_device')} transfers, {get('transfer_bytes_to_device')} bytes",
         f"  to host              {get('transfers_to_host')} transfers, {get('transfer_bytes_to_host')} bytes",
     ]
+    reasons = {k[len("compile_reasons/"):]: v for k, v in c.items() if k.startswith("compile_reasons/") and v}
+    if reasons:
+        lines.append("  compiles by reason   " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())))
+        from . import compile_cache
+        for name, reason, what in compile_cache.recompiles(include_new=False)[-5:]:
+            lines.append(f"    {name}: {reason}: {what}")
     fb = fallback_ops()
     if fb:
         lines.append(f"  CPU fallback ops     {sum(fb.values())} calls:")

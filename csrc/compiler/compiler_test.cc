@@ -9,35 +9,11 @@
 
 #include "base/metrics.h"
 #include "base/options.h"
+#include "compiler/test_backend.h"
 #include "ir/builder.h"
 
 namespace tpu {
 namespace {
-
-// A backend that "compiles" by verifying and wrapping the graph: the cache is tested on its own.
-class FakeBackend : public Backend {
- public:
-  explicit FakeBackend(std::string name = "fake") : name_(std::move(name)) {}
-  std::string name() const override { return name_; }
-  std::string version() const override { return "1"; }
-  std::string description() const override { return "test"; }
-  int device_count() const override { return 0; }
-  Device& device(int) override { std::abort(); }
-  bool strided_bindings() const override { return false; }
-  StatusOr<ExecutablePtr> Compile(const Graph& graph, const CompileOptions& options) override {
-    Graph g = graph;
-    TPU_RETURN_IF_ERROR(Optimize(g));
-    ++compiles;
-    auto exe = std::make_shared<Executable>();
-    exe->set_source(graph);
-    exe->set_identity(Fingerprint(graph), options.name, EstimateWork(g));
-    return ExecutablePtr(exe);
-  }
-  int compiles = 0;
-
- private:
-  std::string name_;
-};
 
 CompileOptions Named(const char* name) {
   CompileOptions o;

@@ -53,12 +53,14 @@ Nesting Analyze(const Dims& sizes, const Dims& strides) {
   return n;
 }
 
-int Offset(Builder& b, int offset) { return offset >= 0 ? offset : b.Constant(0, DType::kI64); }
+int OffsetValue(Builder& b, ViewOffset offset) {
+  return offset.dynamic() ? offset.value : b.Constant(static_cast<double>(offset.constant), DType::kI64);
+}
 
 // i64 flat positions of every element of the view, of the view's shape.
-int Positions(Builder& b, const Dims& sizes, const Dims& strides, int offset) {
+int Positions(Builder& b, const Dims& sizes, const Dims& strides, ViewOffset offset) {
   TensorType t{DType::kI64, sizes};
-  int pos = b.BroadcastInDim(Offset(b, offset), sizes, {});
+  int pos = b.BroadcastInDim(OffsetValue(b, offset), sizes, {});
   for (int d = 0; d < static_cast<int>(sizes.size()); ++d) {
     if (sizes[d] == 1 || strides[d] == 0) continue;
     int step = b.Binary(OpCode::kMultiply, b.Iota(t, d), b.ScalarLike(static_cast<double>(strides[d]), pos));
@@ -67,23 +69,24 @@ int Positions(Builder& b, const Dims& sizes, const Dims& strides, int offset) {
   return pos;
 }
 
-// `flat` padded at its end so that `extent` elements from any valid offset stay inside it.
-int PadForExtent(Builder& b, int flat, const Nesting& n, int offset, int64_t* padding) {
+// `flat` padded at its end so that `extent` elements from the offset stay inside it.
+int PadForExtent(Builder& b, int flat, const Nesting& n, ViewOffset offset, int64_t* padding) {
   int64_t len = b.TypeOf(flat).dims[0];
   // A valid view's first element plus its span fits in flat; the blocks reach extent - span past
-  // that. With a static offset of 0 only what exceeds flat needs padding.
-  *padding = offset >= 0 ? n.extent - n.span : std::max<int64_t>(0, n.extent - len);
+  // that, from any offset. With a constant offset only what exceeds flat needs padding.
+  *padding = offset.dynamic() ? n.extent - n.span : std::max<int64_t>(0, offset.constant + n.extent - len);
   if (*padding == 0) return flat;
   int zero = b.Constant(0, b.TypeOf(flat).dtype);
   return b.Pad(flat, zero, {0}, {*padding}, {0});
 }
 
 // The `extent` elements from the offset, as nested blocks.
-int Blocks(Builder& b, int src, const Nesting& n, int offset) {
+int Blocks(Builder& b, int src, const Nesting& n, ViewOffset offset) {
   int64_t len = b.TypeOf(src).dims[0];
   int run = src;
-  if (offset >= 0) run = b.DynamicSlice(src, {offset}, {n.extent});
-  else if (n.extent != len) run = b.Slice(src, {0}, {n.extent}, {1});
+  if (offset.dynamic()) run = b.DynamicSlice(src, {offset.value}, {n.extent});
+  else if (offset.constant != 0 || n.extent != len)
+    run = b.Slice(src, {offset.constant}, {offset.constant + n.extent}, {1});
   return b.Reshape(run, n.blocks);
 }
 
@@ -99,7 +102,7 @@ Dims SelectedDims(const Dims& sizes, const Nesting& n) {
 
 bool StridesNest(const Dims& sizes, const Dims& strides) { return Analyze(sizes, strides).nests; }
 
-int ReadStrided(Builder& b, int flat, const Dims& sizes, const Dims& strides, int offset) {
+int ReadStrided(Builder& b, int flat, const Dims& sizes, const Dims& strides, ViewOffset offset) {
   Nesting n = Analyze(sizes, strides);
   int64_t numel = 1;
   for (int64_t s : sizes) numel *= s;
@@ -129,7 +132,7 @@ int ReadStrided(Builder& b, int flat, const Dims& sizes, const Dims& strides, in
   return b.BroadcastInDim(v, sizes, target);
 }
 
-int UpdateStrided(Builder& b, int flat, const Dims& sizes_in, const Dims& strides, int offset, int update) {
+int UpdateStrided(Builder& b, int flat, const Dims& sizes_in, const Dims& strides, ViewOffset offset, int update) {
   // A dim of stride 0 writes each memory location several times (fill_ on an expanded view):
   // the last write wins, as in PyTorch's row-major order, so only the last index is kept.
   Dims sizes = sizes_in;
@@ -171,8 +174,8 @@ int UpdateStrided(Builder& b, int flat, const Dims& sizes_in, const Dims& stride
   if (!identity) x = b.Transpose(x, perm);
   if (n.contiguous) {
     int run = b.Reshape(x, {numel});
-    if (offset < 0 && numel == len) return run;
-    return b.DynamicUpdateSlice(flat, run, {Offset(b, offset)});
+    if (!offset.dynamic() && offset.constant == 0 && numel == len) return run;
+    return b.DynamicUpdateSlice(flat, run, {OffsetValue(b, offset)});
   }
   int64_t padding;
   int src = PadForExtent(b, flat, n, offset, &padding);
@@ -181,7 +184,7 @@ int UpdateStrided(Builder& b, int flat, const Dims& sizes_in, const Dims& stride
   int zero = b.Constant(0, DType::kI64);
   std::vector<int> zeros(n.blocks.size(), zero);
   int updated = b.Reshape(b.DynamicUpdateSlice(blocks, xq, zeros), {n.extent});
-  int out = b.DynamicUpdateSlice(src, updated, {Offset(b, offset)});
+  int out = b.DynamicUpdateSlice(src, updated, {OffsetValue(b, offset)});
   if (padding > 0) out = b.Slice(out, {0}, {len}, {1});
   return out;
 }

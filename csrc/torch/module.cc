@@ -12,6 +12,7 @@
 #include "base/options.h"
 #include "base/thread_pool.h"
 #include "compiler/compiler.h"
+#include "compiler/persistent_cache.h"
 #include "compiler/program_log.h"
 #include "runtime/host/cpu_info.h"
 #include "backends/backends.h"
@@ -170,6 +171,34 @@ PYBIND11_MODULE(_C, m) {
     CutAllWindows(r);
   }, py::arg("reason") = "synchronize");
   m.def("compile_cache_size", [] { return CompileCache::Get().size(); });
+  m.def("_cache_entries", [] {
+    py::list out;
+    for (const CacheEntryInfo& e : CompileCache::Get().Entries()) {
+      py::dict d;
+      d["name"] = e.name;
+      d["ops"] = e.ops;
+      d["hits"] = e.hits;
+      d["compile_ms"] = e.compile_ns / 1e6;
+      d["from_disk"] = e.from_disk;
+      out.append(d);
+    }
+    return out;
+  });
+  m.def("_cache_compiles", [] {
+    py::list out;
+    for (const CompileRecord& r : CompileCache::Get().Compiles())
+      out.append(py::make_tuple(r.name, CompileReasonName(r.reason), r.what));
+    return out;
+  });
+  m.def("_cache_disk", [] {
+    DiskStats s = PersistentCache::Get().stats();
+    py::dict d;
+    d["dir"] = s.dir;
+    d["entries"] = s.entries;
+    d["bytes"] = s.bytes;
+    return d;
+  });
+  m.def("_cache_clear_disk", [] { PersistentCache::Get().Clear(); });
   m.def("clear_compile_cache", [] { CompileCache::Get().Clear(); });
   m.def("_set_program_log", [](bool on) { SetProgramLog(on); });
   m.def("_take_program_log", [] { return TakeProgramLog(); });

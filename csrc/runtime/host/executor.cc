@@ -2,9 +2,15 @@
 #include "runtime/host/executor.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <string>
 #include <cstring>
 #include <memory>
 
+#include "base/options.h"
 #include "runtime/host/dynamic_slice.h"
 #include "runtime/host/host_allocator.h"
 #include "runtime/host/kernels.h"
@@ -78,6 +84,50 @@ Status RunKernel(const Op& op, const std::vector<View>& views, const View& out) 
       break;
   }
   return Internal(std::string(OpName(op.code)) + " scheduled as a kernel step");
+}
+
+// Option host_profile: time per op code (and per fused region), printed at exit.
+struct StepProfile {
+  std::mutex mu;
+  std::map<std::string, std::pair<int64_t, int64_t>> by_op;  // name -> (count, ns)
+  ~StepProfile() {
+    if (by_op.empty()) return;
+    std::vector<std::pair<int64_t, std::string>> rows;
+    int64_t total = 0;
+    for (auto& [name, cn] : by_op) {
+      rows.emplace_back(cn.second, name);
+      total += cn.second;
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    std::fprintf(stderr, "torch_tpu host_profile: %.1f ms in program steps\n", total / 1e6);
+    for (auto& [ns, name] : rows)
+      std::fprintf(stderr, "  %-40s %8ld steps %10.2f ms %5.1f%%\n", name.c_str(), static_cast<long>(by_op[name].first),
+                   ns / 1e6, 100.0 * ns / std::max<int64_t>(total, 1));
+  }
+  void Add(const std::string& name, int64_t ns) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& cn = by_op[name];
+    ++cn.first;
+    cn.second += ns;
+  }
+};
+StepProfile& Profile() {
+  static StepProfile profile;
+  return profile;
+}
+
+std::string StepName(const HostExecutable& e, const Step& st, const std::vector<View>& views) {
+  if (st.kind == StepKind::kFused) return "fused region (" + std::to_string(e.regions[st.index].ops.size()) + " ops)";
+  const Op& op = e.graph.ops[st.index];
+  std::string n = OpName(op.code);
+  if (st.kind == StepKind::kView) return n + " (view)";
+  if (op.code == OpCode::kDotGeneral) {
+    for (int o : op.operands) {
+      const View& v = views[o];
+      n += " " + DimsToString(v.dims) + "/" + DimsToString(v.strides);
+    }
+  }
+  return n;
 }
 
 }  // namespace
@@ -202,11 +252,13 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
     else
       tainted[np + st.index] = 1;
   };
+  const bool profile = Flags().host_profile;
   for (const Step& st : e.steps) {
     if (!failure.ok() && step_inputs_tainted(st)) {
       taint_outputs(st);
       continue;
     }
+    auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     Status st_status;
     switch (st.kind) {
       case StepKind::kFused:
@@ -233,6 +285,9 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
         break;
       }
     }
+    if (profile)
+      Profile().Add(StepName(e, st, views), std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now() - t0).count());
     if (!st_status.ok()) {
       if (failure.ok()) {
         failure = st_status;

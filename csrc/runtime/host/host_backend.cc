@@ -78,6 +78,16 @@ class HostBackend final : public Backend {
     TPU_ASSIGN_OR_RETURN(auto exe, CompileForHost(graph, options));
     return ExecutablePtr(std::move(exe));
   }
+  StatusOr<std::string> Serialize(const Executable& exe) const override {
+    auto* host = dynamic_cast<const HostExecutable*>(&exe);
+    if (!host) return Internal("the host backend serializes host executables only");
+    return SerializePlan(*host);
+  }
+  StatusOr<ExecutablePtr> Deserialize(const std::string& bytes, const Graph& source,
+                                      const CompileOptions& options) const override {
+    TPU_ASSIGN_OR_RETURN(auto exe, DeserializePlan(bytes, source, options));
+    return ExecutablePtr(std::move(exe));
+  }
 
  private:
   std::vector<std::unique_ptr<HostDevice>> devices_;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "runtime/device.h"
 #include "runtime/host/plan.h"
@@ -13,5 +14,10 @@ namespace tpu::host {
 StatusOr<std::shared_ptr<const HostExecutable>> CompileForHost(const Graph& graph, const CompileOptions& options);
 
 std::unique_ptr<Backend> MakeHostBackend();
+
+// The persistent format of a host executable (plan_io.cc).
+std::string SerializePlan(const HostExecutable& exe);
+StatusOr<std::shared_ptr<const HostExecutable>> DeserializePlan(const std::string& bytes, const Graph& source,
+                                                               const CompileOptions& options);
 
 }  // namespace tpu::host

@@ -60,10 +60,9 @@ TEST(StridedViewsTest, NestingIsRecognized) {
 TEST(StridedViewsTest, ReadsMatchTheDefinition) {
   for (bool dynamic : {true, false}) {
     for (const Case& c : kCases) {
-      if (!dynamic && c.offset != 0) continue;
       Builder b;
       int flat = b.Param(T(DType::kF32, {kN}));
-      int off = dynamic ? b.Param(T(DType::kI64, {})) : -1;
+      ViewOffset off = dynamic ? ViewOffset::Value(b.Param(T(DType::kI64, {}))) : ViewOffset::Constant(c.offset);
       b.Result(ReadStrided(b, flat, c.sizes, c.strides, off));
       std::vector<float> in = Iota(kN);
       std::vector<int64_t> pos = Positions(c);
@@ -82,13 +81,12 @@ TEST(StridedViewsTest, ReadsMatchTheDefinition) {
 TEST(StridedViewsTest, WritesReplaceExactlyTheViewsElements) {
   for (bool dynamic : {true, false}) {
     for (const Case& c : kCases) {
-      if (!dynamic && c.offset != 0) continue;
       if (!c.nests && c.strides == Dims{2, 3}) continue;  // writes to an overlapping view are undefined
       std::vector<int64_t> pos = Positions(c);
       Builder b;
       int flat = b.Param(T(DType::kF32, {kN}));
       int upd = b.Param(T(DType::kF32, c.sizes));
-      int off = dynamic ? b.Param(T(DType::kI64, {})) : -1;
+      ViewOffset off = dynamic ? ViewOffset::Value(b.Param(T(DType::kI64, {}))) : ViewOffset::Constant(c.offset);
       b.Result(UpdateStrided(b, flat, c.sizes, c.strides, off, upd));
       std::vector<float> in = Iota(kN), out(kN, -1.0f);
       std::vector<float> u(pos.size());
@@ -111,7 +109,7 @@ TEST(StridedViewsTest, OneProgramServesEveryOffset) {
   Builder b;
   int flat = b.Param(T(DType::kF32, {36}));
   int off = b.Param(T(DType::kI64, {}));
-  b.Result(ReadStrided(b, flat, {2, 2}, {6, 1}, off));
+  b.Result(ReadStrided(b, flat, {2, 2}, {6, 1}, ViewOffset::Value(off)));
   ExecutablePtr exe = CompileBuilder(b);
   std::vector<float> in = Iota(36);
   for (int64_t o : {0, 7, 14, 28}) {

@@ -60,7 +60,7 @@ int AppendIndexChecks(Graph& g, std::vector<IndexCheck>* checks) {
     int indices = op.operands[1];
     const TensorType it = g.TypeOf(indices);
     if (it.NumElements() == 0) continue;  // nothing to check
-    const Dims& operand = g.TypeOf(op.operands[0]).dims;
+    const Dims operand = g.TypeOf(op.operands[0]).dims;  // a copy: appending may move the ops
     Dims all;
     for (int d = 0; d < it.rank(); ++d) all.push_back(d);
     int zero = AppendOp(g, OpCode::kConstant, {}, TensorType{DType::kI64, {}});

@@ -87,10 +87,13 @@ int Window::BaseLocked(Entry& e, const Binding& view) {
   return e.base;
 }
 
-int Window::OffsetParam(const Binding& binding) {
+ViewOffset Window::OffsetOf(const Binding& binding, bool pending) {
   int64_t elements = binding.byte_offset() / DTypeSize(binding.dtype());
-  if (elements == 0) return -1;  // a static 0
-  return ParamLocked(Binding::Scalar(DType::kI64, &elements));
+  // A view of a value the window computes starts where the program's own structure says (a
+  // split, a slice): a constant. A view written into a ready storage may move from one window to
+  // the next (a cache written at a growing position): a value, so one program serves them all.
+  if (pending || elements == 0) return ViewOffset::Constant(elements);
+  return ViewOffset::Value(ParamLocked(Binding::Scalar(DType::kI64, &elements)));
 }
 
 int Window::FlatOf(int v, const TensorType& type, DType dtype, int64_t n) {
@@ -98,15 +101,15 @@ int Window::FlatOf(int v, const TensorType& type, DType dtype, int64_t n) {
   return builder_.Reshape(v, {n});
 }
 
-int Window::ViewOfValue(int v, const TensorType& type, const Binding& binding) {
+int Window::ViewOfValue(int v, const TensorType& type, const Binding& binding, bool pending) {
   if (binding.CoversBuffer()) return type.dims == binding.dims() ? v : builder_.Reshape(v, binding.dims());
   int flat = FlatOf(v, type, binding.dtype(), Elements(binding.buffer(), binding.dtype()));
-  return ReadStrided(builder_, flat, binding.dims(), binding.strides(), OffsetParam(binding));
+  return ReadStrided(builder_, flat, binding.dims(), binding.strides(), OffsetOf(binding, pending));
 }
 
 int Window::ReadLocked(Binding& binding) {
   Entry& e = EntryLocked(binding.buffer());
-  if (e.value >= 0) return ViewOfValue(e.value, e.value_type, binding);
+  if (e.value >= 0) return ViewOfValue(e.value, e.value_type, binding, /*pending=*/true);
   if (StridedBindings()) {
     // The ready value, read in place through the binding's strides (one parameter per view).
     for (const Entry::ViewParam& vp : e.views)
@@ -118,7 +121,7 @@ int Window::ReadLocked(Binding& binding) {
     return e.views.back().id;
   }
   int base = BaseLocked(e, binding);
-  return ViewOfValue(base, e.base_type, binding);
+  return ViewOfValue(base, e.base_type, binding, /*pending=*/false);
 }
 
 void Window::WriteLocked(const Binding& binding, int value) {
@@ -131,8 +134,9 @@ void Window::WriteLocked(const Binding& binding, int value) {
   // A write through a view: the storage's whole value, updated.
   DType dt = binding.dtype();
   int64_t n = Elements(e.buffer, dt);
-  int current = e.value >= 0 ? FlatOf(e.value, e.value_type, dt, n) : FlatOf(BaseLocked(e, binding), e.base_type, dt, n);
-  e.value = UpdateStrided(builder_, current, binding.dims(), binding.strides(), OffsetParam(binding), value);
+  bool pending = e.value >= 0;
+  int current = pending ? FlatOf(e.value, e.value_type, dt, n) : FlatOf(BaseLocked(e, binding), e.base_type, dt, n);
+  e.value = UpdateStrided(builder_, current, binding.dims(), binding.strides(), OffsetOf(binding, pending), value);
   e.value_type = TensorType{dt, {n}};
 }
 
@@ -260,8 +264,8 @@ uint64_t Window::CutLocked(CutReason reason) {
   } else {
     // Nothing of the window can run: its results fail with the error (Note [Failed buffers]),
     // which the next sync point that reads them raises.
-    seq = queue.Fail(Internal("compiling the fused window failed: " + exe.status().message()), results.data(),
-                     results.size(), std::move(ctx));
+    seq = queue.Fail(Status(exe.status().code(), "compiling the fused window failed: " + exe.status().message()),
+                     results.data(), results.size(), std::move(ctx));
   }
   ResetLocked();
   return seq;

@@ -24,6 +24,7 @@
 
 #include "base/hash.h"
 #include "ir/builder.h"
+#include "ir/strided.h"
 #include "runtime/device.h"
 
 namespace tpu::torch_bridge {
@@ -86,9 +87,9 @@ class Window {
   int ReadLocked(Binding& binding);
   void WriteLocked(const Binding& binding, int value);
   // The view `binding` describes, of a whole-storage value v (of type `type`).
-  int ViewOfValue(int v, const TensorType& type, const Binding& binding);
+  int ViewOfValue(int v, const TensorType& type, const Binding& binding, bool pending);
   int FlatOf(int v, const TensorType& type, DType dtype, int64_t n);
-  int OffsetParam(const Binding& binding);
+  ViewOffset OffsetOf(const Binding& binding, bool pending);
   bool AliasesPending(const Binding& b);
   uint64_t CutLocked(CutReason reason);
   void AbandonLocked(const Status& why);
