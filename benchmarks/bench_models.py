@@ -1,7 +1,9 @@
-"""Step time of the example models: PyTorch CPU eager vs the tpu device in strict and debug eager
-modes, side by side in one run, with the same thread count on both sides.
+"""Step time of the example models: PyTorch CPU eager (and, with --inductor, torch.compile's
+Inductor on the CPU) vs the tpu device in its eager modes, side by side in one run, with the same
+thread count on every side.
 
     python benchmarks/bench_models.py [--quick] [--threads 2] [--steps 15] [--only resnet18,ddpm_unet]
+                                      [--modes strict,fused,debug] [--inductor]
 
 Every model is built by its example script (examples/*.py) at the script's default size, for
 2 cores: a training step is forward + backward + the script's optimizer step; an inference step
@@ -46,13 +48,15 @@ def optimizer_step(opt: torch.optim.Optimizer, loss) -> None:
 
 # ---- one builder per model: (device) -> a step function, everything already on the device ---------
 
-def build_char_gpt(device: str) -> Step:
-    data = char_gpt.CharData()
-    torch.manual_seed(0)
-    model = char_gpt.GPT(char_gpt.GPTConfig(vocab_size=data.vocab_size)).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    x, y = (v.to(device) for v in data.batch(16, model.cfg.block_size, torch.Generator().manual_seed(0)))
-    return lambda: optimizer_step(opt, model(x, y)[1])
+def build_gpt(batch: int, **cfg) -> Callable[[str], Step]:
+    def build(device: str) -> Step:
+        data = char_gpt.CharData()
+        torch.manual_seed(0)
+        model = char_gpt.GPT(char_gpt.GPTConfig(vocab_size=data.vocab_size, **cfg)).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        x, y = (v.to(device) for v in data.batch(batch, model.cfg.block_size, torch.Generator().manual_seed(0)))
+        return lambda: optimizer_step(opt, model(x, y)[1])
+    return build
 
 
 def build_llama(config: str) -> Callable[[str], Step]:
@@ -103,7 +107,7 @@ def build_dlrm(device: str) -> Step:
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     dense, sparse, labels = dlrm.SyntheticClicks(cfg, 128, 1)[0]
     dense, labels = dense.to(device), labels.to(device)
-    sparse = [(i.to(device), o.to(device)) for i, o in sparse]
+    sparse = [tuple(t.to(device) for t in bags) for bags in sparse]
     return lambda: optimizer_step(opt, F.binary_cross_entropy_with_logits(model(dense, sparse), labels))
 
 
@@ -130,7 +134,8 @@ class Case:
 
 
 CASES = [
-    Case("char_gpt", "train", "16x64 tokens", build_char_gpt),
+    Case("char_gpt", "train", "16x64 tokens", build_gpt(16)),
+    Case("gpt_4l", "train", "8x64 tokens", build_gpt(8, n_layer=4, n_head=4, n_embd=128, block_size=64)),
     Case("llama", "train", "16x64 tokens", build_llama("llama")),
     Case("qwen", "train", "16x64 tokens", build_llama("qwen")),
     Case("resnet18", "train", "16 imgs 32px", build_resnet("resnet18", infer=False)),
@@ -143,30 +148,45 @@ CASES = [
 ]
 
 
-MODES = ("cpu", "strict", "debug")  # PyTorch CPU eager; the tpu device in each eager mode
+# "cpu": PyTorch CPU eager; "inductor": torch.compile (Inductor) on the CPU; the others: the tpu
+# device in that eager mode.
+TPU_MODES = ("strict", "fused", "debug")
 
 
 def timed_step(step: Step, mode: str) -> float:
-    """Seconds for one step, ending in a sync point so the device's queued work is counted."""
-    if mode == "cpu":
+    """Seconds for one step, ending in a sync point so the device's queued work is counted. The
+    step's result stays alive through the sync: fused mode computes only values that are used."""
+    if mode in ("cpu", "inductor"):
         t0 = time.perf_counter()
-        step()
+        out = step()
         return time.perf_counter() - t0
     with torch_tpu.eager_mode(mode):  # switching waits for queued work, outside the timing
         t0 = time.perf_counter()
-        step()
+        out = step()
         torch.tpu.synchronize()
-        return time.perf_counter() - t0
+        elapsed = time.perf_counter() - t0
+    del out
+    return elapsed
 
 
-def run_case(case: Case, warmup: int, steps: int) -> tuple[dict[str, float], dict[str, int]]:
+def compiled(step: Step) -> Step:
+    """The whole step (forward, backward, optimizer) under torch.compile with Inductor."""
+    import torch._dynamo
+    torch._dynamo.config.cache_size_limit = 64
+    return torch.compile(step, backend="inductor")
+
+
+def run_case(case: Case, modes: list[str], warmup: int, steps: int) -> tuple[dict[str, float], dict[str, int]]:
     """Median seconds per step in each mode. The modes take turns step by step, so that a load
-    from other processes on the machine falls on all three alike."""
+    from other processes on the machine falls on all of them alike."""
     torch_tpu.metrics.reset()
-    fns = {mode: case.build("cpu" if mode == "cpu" else "tpu") for mode in MODES}
-    samples = {mode: [] for mode in MODES}
+    fns = {}
+    for mode in modes:
+        fn = case.build("tpu" if mode in TPU_MODES else "cpu")
+        fns[mode] = compiled(fn) if mode == "inductor" else fn
+    samples = {mode: [] for mode in modes}
     for i in range(warmup + steps):
-        for mode in MODES:
+        for mode in modes:
             t = timed_step(fns[mode], mode)
             if i >= warmup:  # the warm-up steps compile the device's programs
                 samples[mode].append(t)
@@ -181,6 +201,8 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--steps", type=int, default=15)
     p.add_argument("--only", default=None, help="comma-separated model names (default: all)")
+    p.add_argument("--modes", default="strict,fused", help="tpu eager modes to time (strict, fused, debug)")
+    p.add_argument("--inductor", action="store_true", help="also time torch.compile (Inductor) on the CPU")
     args = p.parse_args()
     if args.quick:
         args.warmup, args.steps = 3, 5
@@ -197,19 +219,34 @@ def main() -> None:
     print(f"torch {torch.__version__}, {args.threads} thread(s) for PyTorch CPU and for the host executor; "
           f"{args.warmup} warm-up steps, median of {args.steps} timed steps")
     print(f"device: {torch.tpu.get_device_name()} — tpu figures are host-executor measurements\n")
-    header = (f"{'model':<10} {'step':<6} {'size':<13} {'CPU eager':>10} {'tpu strict':>11} {'ratio':>6} "
-              f"{'tpu debug':>10} {'ratio':>6}  fallbacks")
+    tpu_modes = [m for m in args.modes.split(",") if m]
+    bad = set(tpu_modes) - set(TPU_MODES)
+    if bad:
+        p.error(f"unknown modes {sorted(bad)}; choose from {TPU_MODES}")
+    modes = ["cpu"] + (["inductor"] if args.inductor else []) + tpu_modes
+    cols = [("CPU eager", "cpu")] + ([("Inductor", "inductor")] if args.inductor else [])
+    cols += [(f"tpu {m}", m) for m in tpu_modes]
+    header = f"{'model':<10} {'step':<6} {'size':<13}" + "".join(
+        f" {name:>11}" + ("" if mode == "cpu" else f" {'ratio':>6}") for name, mode in cols)
+    if "fused" in tpu_modes and "strict" in tpu_modes:
+        header += f" {'fused/strict':>12}"
+    header += "  fallbacks"
     print(header + "\n" + "-" * len(header), flush=True)
     for case in cases:
         try:
-            t, fallbacks = run_case(case, args.warmup, args.steps)
+            t, fallbacks = run_case(case, modes, args.warmup, args.steps)
         except ImportError as e:  # hf_llama without transformers
             print(f"{case.name:<10} {case.what:<6} skipped: {e}")
             continue
-        print(f"{case.name:<10} {case.what:<6} {case.size:<13} {t['cpu'] * 1e3:>8.1f}ms {t['strict'] * 1e3:>9.1f}ms "
-              f"{t['cpu'] / t['strict']:>5.2f}x {t['debug'] * 1e3:>8.1f}ms {t['cpu'] / t['debug']:>5.2f}x  "
-              f"{', '.join(sorted(fallbacks)) if fallbacks else 'none'}", flush=True)
-    print("\nratio = CPU eager time / tpu time per step (above 1: the device is faster)")
+        line = f"{case.name:<10} {case.what:<6} {case.size:<13}"
+        for name, mode in cols:
+            line += f" {t[mode] * 1e3:>9.1f}ms" + ("" if mode == "cpu" else f" {t['cpu'] / t[mode]:>5.2f}x")
+        if "fused" in t and "strict" in t:
+            line += f" {t['strict'] / t['fused']:>11.2f}x"
+        line += f"  {', '.join(sorted(fallbacks)) if fallbacks else 'none'}"
+        print(line, flush=True)
+    print("\nratio = CPU eager time / that column's time per step (above 1: faster than PyTorch CPU eager);"
+          "\nfused/strict = strict time / fused time (above 1: fused mode is faster)")
 
 
 if __name__ == "__main__":

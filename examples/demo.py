@@ -4,7 +4,8 @@
     python examples/demo.py --steps 150 --out out/
 
 It trains on a text every Debian system has (the GPL-3 licence text), shows progress, and prints
-a report: the loss curve, throughput on the device vs PyTorch CPU eager on this machine, the
+a report: the loss curve, throughput on the device (fused eager by default, and strict mode
+for comparison) vs PyTorch CPU eager on this machine, the
 device metrics (compiles, cache hits, CPU-fallback ops), and a sample of generated text. The loss
 curve is written as a PNG. The tpu figures are host-executor measurements: the compiled programs
 run on this machine's CPU.
@@ -49,7 +50,10 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--cpu-steps", type=int, default=30, help="steps of the PyTorch CPU baseline")
     p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--mode", default="strict", choices=["strict", "debug"])
+    p.add_argument("--mode", default="fused", choices=["fused", "strict", "debug"],
+                   help="eager mode of the main run (default fused: whole-window programs)")
+    p.add_argument("--compare-steps", type=int, default=30,
+                   help="steps of the strict-mode comparison run (0: skip it)")
     p.add_argument("--out", default="out", help="folder for the loss-curve PNG")
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = p.parse_args()
@@ -67,6 +71,12 @@ def main() -> None:
     wall = time.perf_counter() - t0
     metrics = torch_tpu.metrics.counters()
     fallbacks = torch_tpu.metrics.fallback_ops()
+
+    strict_sec = None
+    if args.mode != "strict" and args.compare_steps > 0:
+        print(f"\ntpu strict-mode comparison ({args.compare_steps} steps, one program per op) ...")
+        with torch_tpu.eager_mode("strict"):
+            _, _, strict_sec = char_gpt.train("tpu", args.compare_steps, args.batch_size, data=data, progress=False)
 
     print(f"\nPyTorch CPU eager baseline ({args.cpu_steps} steps, same model and data) ...")
     _, cpu_losses, cpu_sec = char_gpt.train("cpu", args.cpu_steps, args.batch_size, data=data, progress=False)
@@ -86,8 +96,12 @@ def main() -> None:
           f"min {min(losses):.3f}; {args.steps} steps in {wall:.1f} s")
     print("throughput (host-executor measurements on this machine's CPU):")
     print(f"  tpu ({args.mode})       {tpu_sec * 1e3:8.1f} ms/step  {tokens / tpu_sec:10,.0f} tokens/s")
+    if strict_sec is not None:
+        print(f"  tpu (strict)       {strict_sec * 1e3:8.1f} ms/step  {tokens / strict_sec:10,.0f} tokens/s")
     print(f"  PyTorch CPU eager  {cpu_sec * 1e3:8.1f} ms/step  {tokens / cpu_sec:10,.0f} tokens/s")
-    print(f"  ratio              {cpu_sec / tpu_sec:8.2f}x the CPU eager throughput")
+    print(f"  ratio              {cpu_sec / tpu_sec:8.2f}x the CPU eager throughput ({args.mode})")
+    if strict_sec is not None:
+        print(f"  ratio              {strict_sec / tpu_sec:8.2f}x the strict-mode throughput ({args.mode})")
     print(f"device metrics: {metrics.get('executions', 0):,} programs run, {metrics.get('compiles', 0)} compiles, "
           f"{metrics.get('compile_cache_hits', 0):,} compile-cache hits, {metrics.get('host_syncs', 0):,} host syncs")
     print(f"CPU fallback ops: {', '.join(f'{k} x{v}' for k, v in fallbacks.items()) if fallbacks else 'none'}")

@@ -12,6 +12,12 @@ The clicks come from a hidden "true" model with per-category effects and one pai
 interaction, so a model that learns the embeddings beats the base rate clearly. Batches are
 made by a DataLoader (in worker processes with --workers) and, on the tpu device, moved there
 ahead of time by torch_tpu.data.DeviceLoader.
+
+Static shapes: a batch's bags hold 1..max_bag categories each, so the number of indices varies
+from batch to batch. Each feature's index list is padded to its capacity (batch_size * max_bag)
+with index 0 at weight 0 (EmbeddingBag's per_sample_weights; the padding joins the last bag and
+adds exactly nothing, forward or backward): every batch has the same shapes, and a training loop
+runs the same programs every step instead of compiling one per index count.
 """
 from __future__ import annotations
 
@@ -65,9 +71,10 @@ class DLRM(nn.Module):
             nn.init.uniform_(emb.weight, -(emb.num_embeddings ** -0.5), emb.num_embeddings ** -0.5)
 
     def forward(self, dense, sparse):
-        """dense (B, num_dense); sparse: per feature (indices, offsets) of its bags. -> logits (B,)"""
+        """dense (B, num_dense); sparse: per feature (indices, offsets[, per_sample_weights]) of its
+        bags. -> logits (B,)"""
         x = self.bottom(dense)
-        vectors = [x] + [emb(idx, off) for emb, (idx, off) in zip(self.embeddings, sparse)]
+        vectors = [x] + [emb(*bags) for emb, bags in zip(self.embeddings, sparse)]
         t = torch.stack(vectors, dim=1)                # (B, F + 1, d)
         z = torch.bmm(t, t.transpose(1, 2))            # (B, F + 1, F + 1): all pairwise dot products
         pairs = z[:, self.pair_i, self.pair_j]         # (B, (F + 1) F / 2)
@@ -109,7 +116,9 @@ class SyntheticClicks(Dataset):
             bag = torch.repeat_interleave(torch.arange(B), lengths)
             logit += torch.zeros(B).index_add_(0, bag, self.effects[k][idx]) / lengths
             firsts.append(idx[offsets])  # the first category of each bag
-            sparse.append((idx, offsets))
+            pad = B * cfg.max_bag - idx.numel()
+            weights = torch.cat([torch.ones(idx.numel()), torch.zeros(pad)])
+            sparse.append((torch.cat([idx, torch.zeros(pad, dtype=torch.long)]), offsets, weights))
         # An interaction the model can only get from its pairwise dot products.
         logit += (self.factors[0][firsts[0]] * self.factors[1][firsts[1]]).sum(1)
         labels = torch.bernoulli(torch.sigmoid(logit), generator=g)
@@ -168,7 +177,7 @@ def evaluate(model: DLRM, device: str, batch_size: int = 1024, batches: int = 4,
     loss = acc = base = 0.0
     for i in range(batches):
         dense, sparse, labels = data[10**6 - 1 - i]
-        logits = model(dense.to(device), [(x.to(device), o.to(device)) for x, o in sparse]).cpu()
+        logits = model(dense.to(device), [tuple(t.to(device) for t in bags) for bags in sparse]).cpu()
         loss += F.binary_cross_entropy_with_logits(logits, labels).item() / batches
         acc += ((logits > 0).float() == labels).float().mean().item() / batches
         rate = labels.mean().clamp(1e-6, 1 - 1e-6)

@@ -42,7 +42,7 @@ def test_forward_matches_cpu_on_one_batch(no_fallback):
     dense, sparse, labels = dlrm.SyntheticClicks(SMALL, 16, 1)[0]
     expected = model(dense, sparse)
     dev = model.to("tpu")
-    actual = dev(dense.to("tpu"), [(i.to("tpu"), o.to("tpu")) for i, o in sparse])
+    actual = dev(dense.to("tpu"), [tuple(t.to("tpu") for t in bags) for bags in sparse])
     torch.testing.assert_close(actual.cpu(), expected)
 
 
@@ -58,7 +58,9 @@ def test_synthetic_batches_are_reproducible():
     b = dlrm.SyntheticClicks(SMALL, 8, 3, seed=1)
     (d1, s1, l1), (d2, s2, l2) = a[2], b[2]
     assert torch.equal(d1, d2) and torch.equal(l1, l2)
-    assert all(torch.equal(x1, x2) and torch.equal(o1, o2) for (x1, o1), (x2, o2) in zip(s1, s2))
+    assert all(torch.equal(t1, t2) for b1, b2 in zip(s1, s2) for t1, t2 in zip(b1, b2))
+    # Each feature's indices are padded to the batch's capacity (static shapes), at weight 0.
+    assert all(idx.numel() == 8 * SMALL.max_bag and w.numel() == idx.numel() for idx, _, w in s1)
     with pytest.raises(IndexError):
         a[3]
 
