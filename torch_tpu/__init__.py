@@ -84,6 +84,7 @@ def _register() -> None:
     _compat.generate_methods()
     _compat.register_autocast_dtype()
     _compat.register_import_patches()
+    _compat.register_compile_hooks()
     _compat._apply(_compat.register_data_parallel_check, torch.nn.parallel)
     _registered = True
 
@@ -111,6 +112,7 @@ from .modes import eager_mode, get_eager_mode, set_check_nan, set_eager_mode  # 
 from . import config  # noqa: E402,F401
 from . import data  # noqa: E402,F401
 from . import debug  # noqa: E402,F401
+from . import compile  # noqa: E402,F401
 
 __all__ = [
     "__version__",
@@ -123,4 +125,5 @@ __all__ = [
     "config",
     "data",
     "debug",
+    "compile",
 ]
