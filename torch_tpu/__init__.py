@@ -113,6 +113,7 @@ from . import config  # noqa: E402,F401
 from . import data  # noqa: E402,F401
 from . import debug  # noqa: E402,F401
 from . import compile  # noqa: E402,F401
+from . import export  # noqa: E402,F401
 
 __all__ = [
     "__version__",
@@ -126,4 +127,5 @@ __all__ = [
     "data",
     "debug",
     "compile",
+    "export",
 ]

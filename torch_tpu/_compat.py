@@ -306,3 +306,15 @@ def dynamo_graph_name() -> str:
         return f"dynamo graph {cid}{frame}"
     except Exception:  # pragma: no cover - depends on the torch version
         return "dynamo graph"
+
+
+# ---- torch.export --------------------------------------------------------------------------------
+def exported_flat_inputs(ep, args: tuple, kwargs: dict):
+    """The graph module's flat inputs for (args, kwargs) and each one's InputKind: the
+    program's lifted state in input_specs order, then the user's inputs flattened (the calling
+    convention ExportedProgram.module() uses; torch 2.10-2.14 name it _graph_module_flat_inputs)."""
+    from torch.export.graph_signature import InputKind
+
+    flat = list(ep._graph_module_flat_inputs(args, kwargs))
+    state = [s.kind for s in ep.graph_signature.input_specs if s.kind != InputKind.USER_INPUT]
+    return flat, state + [InputKind.USER_INPUT] * (len(flat) - len(state))

@@ -11,7 +11,7 @@ thread_local CaptureScope* g_active = nullptr;
 
 }  // namespace
 
-CaptureScope::CaptureScope(int device) : device_(device), window_(device, /*capture=*/true) {
+CaptureScope::CaptureScope(int device, bool dense) : device_(device), window_(device, /*capture=*/true, dense) {
   TORCH_CHECK(g_active == nullptr, "torch_tpu: a graph is already being captured on this thread");
   g_active = this;
 }

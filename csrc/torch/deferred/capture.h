@@ -33,7 +33,8 @@ namespace tpu::torch_bridge {
 class CaptureScope {
  public:
   // Makes a capture on `device` the calling thread's active one (one at a time per thread).
-  explicit CaptureScope(int device);
+  // `dense`: storages enter as whole-buffer parameters (Window's `dense`), for export.
+  explicit CaptureScope(int device, bool dense = false);
   ~CaptureScope();
   CaptureScope(const CaptureScope&) = delete;
   CaptureScope& operator=(const CaptureScope&) = delete;

@@ -429,8 +429,8 @@ std::shared_ptr<CapturedGraph> FinishCapture(CaptureScope& scope, const py::list
 }
 
 void RegisterCaptureBindings(py::module& m) {
-  py::class_<CaptureScope>(m, "_CaptureScope")
-      .def(py::init<int>(), py::arg("device"))
+  py::class_<CaptureScope> scope(m, "_CaptureScope");
+  scope.def(py::init<int, bool>(), py::arg("device"), py::arg("dense") = false)
       .def("break_reason", &CaptureScope::break_reason)
       .def("ops", [](CaptureScope& s) { return s.window().ops(); })
       .def("dump", [](CaptureScope& s) { return s.window().Dump(); })
@@ -439,6 +439,7 @@ void RegisterCaptureBindings(py::module& m) {
         s.window().Discard();
       })
       .def("finish", &FinishCapture, py::arg("args"), py::arg("outputs"), py::arg("name"));
+  RegisterExportBindings(m, scope);
   py::class_<CapturedGraph, std::shared_ptr<CapturedGraph>>(m, "_CapturedGraph")
       .def("replay", &CapturedGraph::Replay, py::arg("args"))
       .def("mismatch", &CapturedGraph::Mismatch, py::arg("args"))

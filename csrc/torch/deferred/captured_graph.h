@@ -62,5 +62,7 @@ class CapturedGraph {
 };
 
 void RegisterCaptureBindings(pybind11::module& m);
+// export.cc: the scope's bind_inputs() and export() (torch_tpu/export.py).
+void RegisterExportBindings(pybind11::module& m, pybind11::class_<CaptureScope>& scope);
 
 }  // namespace tpu::torch_bridge

@@ -43,8 +43,8 @@ bool SameGeometry(const Binding& b, int64_t offset, DType dtype, const Dims& dim
 
 const char* CutReasonName(CutReason reason) { return kReasonNames[static_cast<int>(reason)]; }
 
-Window::Window(int device, bool capture)
-    : device_(device), capture_(capture), origins_(std::make_shared<std::vector<OpOrigin>>()) {}
+Window::Window(int device, bool capture, bool dense)
+    : device_(device), capture_(capture), dense_(dense), origins_(std::make_shared<std::vector<OpOrigin>>()) {}
 
 Window::~Window() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -53,7 +53,7 @@ Window::~Window() {
 
 bool Window::StridedBindings() const {
   static const bool strided = GetBackend().strided_bindings();
-  return strided;
+  return strided && !dense_;
 }
 
 Window::Entry* Window::FindLocked(const Buffer* buffer) {
@@ -244,6 +244,26 @@ std::vector<Window::Pending> Window::PendingValues() {
   for (const Entry& e : entries_)
     if (e.value >= 0) out.push_back(Pending{e.buffer, e.value_type, e.value});
   return out;
+}
+
+int Window::BindWhole(Binding binding) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& e = EntryLocked(binding.buffer());
+  if (e.base < 0 && binding.CoversBuffer()) {
+    e.base_type = binding.type();
+    e.base = ParamLocked(std::move(binding));
+    ++e.held;
+  }
+  return e.base;
+}
+
+int Window::ReadValue(Binding binding) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (binding.buffer() && !binding.buffer()->materialized()) {
+    Entry* e = FindLocked(binding.buffer());
+    if (!e || e->value < 0) MaterializeOrThrow(binding.buffer());
+  }
+  return ReadLocked(binding);
 }
 
 StatusOr<Window::Program> Window::TakeProgram(const std::vector<int>& results) {

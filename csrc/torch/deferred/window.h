@@ -59,7 +59,9 @@ struct RngDraw {
 
 class Window {
  public:
-  explicit Window(int device, bool capture = false);
+  // `dense`: every storage enters as one whole-buffer parameter, views as ops on it, as on a
+  // backend without strided bindings (an exported program's arguments are whole tensors).
+  explicit Window(int device, bool capture = false, bool dense = false);
   ~Window();
 
   // Records a lowered op: `g` is its finished program (parameters first), `params` the bindings of
@@ -90,6 +92,12 @@ class Window {
     int value;        // builder id
   };
   std::vector<Pending> PendingValues();
+  // The parameter of `binding`'s whole storage (which it must cover), made now: an exported
+  // program's arguments in the order of its inputs.
+  int BindWhole(Binding binding);
+  // The value `binding` reads now (its storage's pending value, or its ready value), as a
+  // builder id: an exported program's results.
+  int ReadValue(Binding binding);
   // The recorded program with `results` (builder ids from PendingValues) as its results, its
   // 128-bit key, the bindings of its parameters (moved out) and its random draws (by window
   // parameter number). The window is empty afterwards.
@@ -141,6 +149,7 @@ class Window {
 
   const int device_;
   const bool capture_;
+  const bool dense_;
   // A capture window finds its entries here, not in Buffer::window_slot: the device's window
   // owns those fields, and a buffer may be in both windows at once.
   std::unordered_map<const Buffer*, int> slots_;
