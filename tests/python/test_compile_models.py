@@ -100,3 +100,43 @@ def test_compiled_training_matches_eager(build, no_fallback):
     # them (AOTAutograd's wrappers), where eager mode launches one program per op.
     assert launches[-1] <= 8 < eager_launches[-1], (launches, eager_launches)
     assert stats["captures"] == 3 + (1 if build is resnet18 else 0)  # SGD momentum: a 2nd optimizer graph
+
+
+def test_gpt_training_loop_recompiles_nothing_after_warm_up(no_fallback):
+    """20 compiled GPT (4 layers, d=128, ctx=64, batch 8) training steps after two warm-up steps,
+    inside cache_only(): no Dynamo graph, no capture and no device program is compiled (any of them
+    raises CacheOnlyError), and the counters agree."""
+    torch._dynamo.reset()
+    torch_tpu.compile.reset_stats()
+    model, data, loss_fn, make_opt = gpt(128, 64, 8)
+    m = copy.deepcopy(model).to("tpu")
+    opt = make_opt(m)
+
+    @torch.compile(backend="tpu")
+    def step(x, y):
+        loss = loss_fn(m, x, y)
+        loss.backward()
+        return loss
+
+    @torch.compile(backend="tpu")
+    def update():
+        opt.step()
+        opt.zero_grad()
+
+    data = [(x.to("tpu"), y.to("tpu")) for x, y in data]
+    for x, y in data[:2]:
+        step(x, y)
+        update()
+    before = dict(torch_tpu.compile.stats())
+    compiles = torch_tpu.metrics.counters().get("compiles", 0)
+    losses = []
+    with torch_tpu.compile.cache_only():
+        for i in range(20):
+            x, y = data[i % len(data)]
+            losses.append(step(x, y))
+            update()
+    assert torch_tpu.compile.stats() == before
+    assert torch_tpu.metrics.counters().get("compiles", 0) == compiles
+    assert before["captures"] == 3 and before["recompiles"] == 0
+    losses = torch.stack(losses).cpu()
+    assert torch.isfinite(losses).all() and losses[-4:].mean() < losses[:4].mean()  # it trains
