@@ -16,7 +16,8 @@ TEST(DotBlasTest, Int64WrapsAndMatchesExactLoop) {
   // Values near 2^40 make the products and sums wrap modulo 2^64 as on PyTorch's CPU.
   const int64_t B = 2, M = 70, K = 300, N = 260;
   std::vector<int64_t> a(B * M * K), w(B * N * K), c(B * M * N);
-  for (size_t i = 0; i < a.size(); ++i) a[i] = (static_cast<int64_t>(i * 2654435761u % 1000003) - 500000) << 20;
+  for (size_t i = 0; i < a.size(); ++i)  // times 2^20, not << 20: shifting a negative value is undefined
+    a[i] = (static_cast<int64_t>(i * 2654435761u % 1000003) - 500000) * (int64_t{1} << 20);
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int64_t>(i * 40503u % 65521) - 30000;
   Builder b;
   int x = b.Param(T(DType::kI64, {B, M, K}));
