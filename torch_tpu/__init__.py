@@ -84,6 +84,7 @@ def _register() -> None:
     _compat.generate_methods()
     _compat.register_autocast_dtype()
     _compat.register_import_patches()
+    _compat.register_compile_hooks()
     _compat._apply(_compat.register_data_parallel_check, torch.nn.parallel)
     _registered = True
 
@@ -112,6 +113,8 @@ from . import config  # noqa: E402,F401
 from . import data  # noqa: E402,F401
 from . import debug  # noqa: E402,F401
 from . import compile_cache  # noqa: E402,F401
+from . import compile  # noqa: E402,F401
+from . import export  # noqa: E402,F401
 
 __all__ = [
     "__version__",
@@ -125,4 +128,6 @@ __all__ = [
     "data",
     "debug",
     "compile_cache",
+    "compile",
+    "export",
 ]

@@ -177,10 +177,13 @@ def _patch_safetensors_torch(module) -> None:
     module.load_file = load_file
 
 
-def register_import_patches() -> None:
-    """The accelerate and safetensors registrations above, now or when those modules are imported."""
-    patches = {"accelerate.state": _patch_accelerate_state, "accelerate.utils.modeling": _patch_accelerate_modeling,
-               "safetensors.torch": _patch_safetensors_torch}
+def register_import_patches(patches: dict | None = None) -> None:
+    """The accelerate and safetensors registrations above (or `patches`: module name -> patch), now
+    or when those modules are imported."""
+    if patches is None:
+        patches = {"accelerate.state": _patch_accelerate_state, "accelerate.utils.modeling": _patch_accelerate_modeling,
+                   "safetensors.torch": _patch_safetensors_torch}
+    patches = dict(patches)
     for name in list(patches):
         if name in sys.modules:
             _apply(patches.pop(name), sys.modules[name])
@@ -228,3 +231,90 @@ def register_data_parallel_check(parallel) -> None:
     cls.__init__ = __init__
     dp.data_parallel = data_parallel
     parallel.data_parallel = data_parallel
+
+
+# ---- torch.compile -------------------------------------------------------------------------------
+# The Dynamo backend "tpu" is found through the `torch_dynamo_backends` entry point of our
+# distribution (pyproject.toml). Where that metadata is missing (the package used from a source
+# tree), it is registered when Dynamo's registry is first imported instead (never by importing
+# Dynamo ourselves: it is slow, and `import torch` autoloads torch_tpu).
+def _our_entry_point_installed() -> bool:
+    from importlib.metadata import entry_points
+
+    return any(ep.value.startswith("torch_tpu.") for ep in entry_points(group="torch_dynamo_backends", name="tpu"))
+
+
+def _register_dynamo_backend(registry) -> None:
+    if "tpu" in registry._COMPILER_FNS or _our_entry_point_installed():
+        return
+    from .compile import tpu_backend
+
+    registry.register_backend(compiler_fn=tpu_backend, name="tpu")
+
+
+# Plain torch.compile(model) runs Inductor, and torch 2.13's Inductor registers a code generator
+# for a device named "tpu" (Pallas, importing another package's torch_tpu._internal modules).
+# Inductor's device extension point (codegen.common.register_backend_for_device) takes a kernel
+# generator for Inductor's own loop-level IR: plugging ours in there would be a second lowering
+# path. So a graph whose tensors are on the tpu goes to the tpu backend at Inductor's entry
+# (torch._inductor.compile_fx.compile_fx, through which both torch.compile's default backend and
+# backend="inductor" go); graphs on other devices reach Inductor unchanged.
+def _patch_inductor_entry(module) -> None:
+    original = module.compile_fx
+    if getattr(original, "_torch_tpu", False):
+        return
+
+    @functools.wraps(original)
+    def compile_fx(model_, example_inputs_, *args, **kwargs):
+        from .compile import _backend
+
+        if isinstance(model_, torch.fx.GraphModule) and _backend.on_tpu(model_, example_inputs_):
+            return _backend.inductor_on_tpu(model_, example_inputs_, kwargs.get("config_patches"))
+        return original(model_, example_inputs_, *args, **kwargs)
+
+    compile_fx._torch_tpu = True
+    module.compile_fx = compile_fx
+
+
+def register_compile_hooks() -> None:
+    register_import_patches({"torch._dynamo.backends.registry": _register_dynamo_backend,
+                             "torch._inductor.compile_fx": _patch_inductor_entry})
+
+
+def dynamo_recompile_reason():
+    """Why Dynamo is compiling the frame it hands the backend now, when it is a recompile (its first
+    failed guard), else None. Dynamo keeps it in the compile's metrics context."""
+    try:
+        from torch._dynamo.utils import get_metrics_context
+
+        return get_metrics_context()._metrics.get("recompile_reason")
+    except Exception:  # pragma: no cover - depends on the torch version
+        return None
+
+
+def dynamo_graph_name() -> str:
+    """'dynamo graph <compile id> of <function> (<file>:<line>)' for the graph being compiled."""
+    try:
+        from torch._guards import CompileContext, TracingContext
+
+        cid = CompileContext.current_compile_id()
+        ctx = TracingContext.try_get()
+        frame = ""
+        if ctx is not None and getattr(ctx, "frame_summary_stack", None):
+            f = ctx.frame_summary_stack[0]
+            frame = f" of {f.name} ({f.filename.rsplit('/', 1)[-1]}:{f.lineno})"
+        return f"dynamo graph {cid}{frame}"
+    except Exception:  # pragma: no cover - depends on the torch version
+        return "dynamo graph"
+
+
+# ---- torch.export --------------------------------------------------------------------------------
+def exported_flat_inputs(ep, args: tuple, kwargs: dict):
+    """The graph module's flat inputs for (args, kwargs) and each one's InputKind: the
+    program's lifted state in input_specs order, then the user's inputs flattened (the calling
+    convention ExportedProgram.module() uses; torch 2.10-2.14 name it _graph_module_flat_inputs)."""
+    from torch.export.graph_signature import InputKind
+
+    flat = list(ep._graph_module_flat_inputs(args, kwargs))
+    state = [s.kind for s in ep.graph_signature.input_specs if s.kind != InputKind.USER_INPUT]
+    return flat, state + [InputKind.USER_INPUT] * (len(flat) - len(state))

@@ -108,19 +108,37 @@ const char* ReducerOp(ReduceKind k) {
   return nullptr;
 }
 
+// MLIR's hex form of a dense attribute's elements.
+std::string HexBytes(const std::string& bytes) {
+  static const char kDigits[] = "0123456789ABCDEF";
+  std::string s = "\"0x";
+  s.reserve(bytes.size() * 2 + 4);
+  for (unsigned char c : bytes) {
+    s += kDigits[c >> 4];
+    s += kDigits[c & 15];
+  }
+  return s + "\"";
+}
+
 class Printer {
  public:
   explicit Printer(const Graph& g) : g_(g), names_(g.num_values()) {}
 
-  std::string Print(const std::string& fn) {
-    for (int i = 0; i < g_.num_params(); ++i) names_[i] = "%arg" + std::to_string(i);
-    os_ << "module @tpu_program {\n  func.func public @" << fn << "(";
+  std::string Print(const std::string& fn, const std::vector<ConstantParam>& constants = {}) {
+    std::vector<const ConstantParam*> constant_of(g_.num_params(), nullptr);
+    for (const ConstantParam& c : constants) constant_of.at(c.param) = &c;
+    int args = 0;
     for (int i = 0; i < g_.num_params(); ++i)
-      os_ << (i ? ", " : "") << names_[i] << ": " << g_.params[i].ToString();
+      names_[i] = constant_of[i] ? "%cst" + std::to_string(i) : "%arg" + std::to_string(args++);
+    os_ << "module @tpu_program {\n  func.func public @" << fn << "(";
+    for (int i = 0, n = 0; i < g_.num_params(); ++i)
+      if (!constant_of[i]) os_ << (n++ ? ", " : "") << names_[i] << ": " << g_.params[i].ToString();
     os_ << ") -> (";
     for (size_t i = 0; i < g_.results.size(); ++i)
       os_ << (i ? ", " : "") << g_.TypeOf(g_.results[i]).ToString();
     os_ << ") {\n";
+    for (int i = 0; i < g_.num_params(); ++i)
+      if (constant_of[i]) PrintConstantParam(i, constant_of[i]->bytes);
     for (size_t i = 0; i < g_.ops.size(); ++i) PrintOp(static_cast<int>(i));
     os_ << "    return";
     for (size_t i = 0; i < g_.results.size(); ++i) os_ << (i ? ", " : " ") << names_[g_.results[i]];
@@ -133,6 +151,19 @@ class Printer {
 
  private:
   std::string T(int v) const { return g_.TypeOf(v).ToString(); }
+
+  void PrintConstantParam(int p, const std::string& bytes) {
+    const TensorType& t = g_.params[p];
+    if (t.dtype != DType::kBool) {
+      os_ << "    " << names_[p] << " = stablehlo.constant dense<" << HexBytes(bytes) << "> : " << t.ToString() << "\n";
+      return;
+    }
+    // i1 elements have no byte-per-element hex form in every MLIR version: bytes, then a convert.
+    TensorType u8{DType::kU8, t.dims};
+    os_ << "    " << names_[p] << "_u8 = stablehlo.constant dense<" << HexBytes(bytes) << "> : " << u8.ToString()
+        << "\n    " << names_[p] << " = stablehlo.convert " << names_[p] << "_u8 : (" << u8.ToString() << ") -> "
+        << t.ToString() << "\n";
+  }
 
   std::string Operands(const Op& op) const {
     std::string s;
@@ -396,5 +427,22 @@ class Printer {
 }  // namespace
 
 std::string PrintStableHlo(const Graph& g, const std::string& name) { return Printer(g).Print(name); }
+
+StatusOr<std::string> PrintStableHlo(const Graph& g, const std::string& name,
+                                     const std::vector<ConstantParam>& constants) {
+  std::vector<bool> seen(g.num_params(), false);
+  for (const ConstantParam& c : constants) {
+    if (c.param < 0 || c.param >= g.num_params() || seen[c.param])
+      return InvalidArgument("PrintStableHlo: constant parameter " + std::to_string(c.param) +
+                             " is out of range or given twice (" + std::to_string(g.num_params()) + " parameters)");
+    seen[c.param] = true;
+    const TensorType& t = g.params[c.param];
+    if (static_cast<int64_t>(c.bytes.size()) != t.ByteSize())
+      return InvalidArgument("PrintStableHlo: constant parameter " + std::to_string(c.param) + " has " +
+                             std::to_string(c.bytes.size()) + " bytes for " + t.ToString() + " (" +
+                             std::to_string(t.ByteSize()) + " bytes)");
+  }
+  return Printer(g).Print(name, constants);
+}
 
 }  // namespace tpu

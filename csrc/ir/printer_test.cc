@@ -89,6 +89,33 @@ TEST(PrinterTest, ConstantsOfEveryKind) {
   EXPECT_TRUE(Contains(text, "%8 = stablehlo.constant dense<0xFC00> : tensor<f16>"));
 }
 
+TEST(PrinterTest, ParametersPrintedAsConstants) {
+  Builder b;
+  int k = b.Param(T(DType::kF32, {2}));
+  int x = b.Param(T(DType::kF32, {2}));
+  int m = b.Param(T(DType::kBool, {2}));
+  b.Result(b.Binary(OpCode::kAdd, x, k));
+  b.Result(m);
+  const Graph g = Finish(b);
+  const float kv[2] = {1.0f, 2.0f};
+  const std::string kbytes(reinterpret_cast<const char*>(kv), sizeof(kv));
+  StatusOr<std::string> text = PrintStableHlo(g, "main", {{0, kbytes}, {2, std::string("\x01\x00", 2)}});
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  // Only the remaining parameter is an argument, renumbered from 0.
+  EXPECT_TRUE(Contains(*text, "func.func public @main(%arg0: tensor<2xf32>) -> (tensor<2xf32>, tensor<2xi1>) {"));
+  EXPECT_TRUE(Contains(*text, "%cst0 = stablehlo.constant dense<\"0x0000803F00000040\"> : tensor<2xf32>"));
+  EXPECT_TRUE(Contains(*text, "%cst2_u8 = stablehlo.constant dense<\"0x0100\"> : tensor<2xui8>"));
+  EXPECT_TRUE(Contains(*text, "%cst2 = stablehlo.convert %cst2_u8 : (tensor<2xui8>) -> tensor<2xi1>"));
+  EXPECT_TRUE(Contains(*text, "\"stablehlo.add\"(%arg0, %cst0)"));
+  EXPECT_TRUE(Contains(*text, "return %0, %cst2 : tensor<2xf32>, tensor<2xi1>"));
+
+  StatusOr<std::string> short_bytes = PrintStableHlo(g, "main", {{0, "abc"}});
+  ASSERT_FALSE(short_bytes.ok());
+  EXPECT_TRUE(Contains(short_bytes.status().message(), "has 3 bytes for tensor<2xf32> (8 bytes)"));
+  EXPECT_FALSE(PrintStableHlo(g, "main", {{3, ""}}).ok());
+  EXPECT_FALSE(PrintStableHlo(g, "main", {{0, kbytes}, {0, kbytes}}).ok());
+}
+
 TEST(PrinterTest, LayoutAndOtherOpAttributes) {
   Builder b;
   int x = b.Param(T(DType::kF32, {4, 6}));

@@ -11,6 +11,7 @@
 
 #include "backends/backends.h"
 #include "base/metrics.h"
+#include "torch/deferred/capture.h"
 #include "torch/fork.h"
 #include "torch/generator.h"
 #include "torch/tensor_utils.h"
@@ -36,6 +37,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
     Buffer* buffer = result.value();
     c10::DataPtr ptr(buffer->device_address(), buffer, &ReleaseFn,
                      c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)));
+    NoteNewBuffer(buffer);
     // Memory is attached now, so running out of it is reported at the user's line.
     if (MaterializeEagerly()) MaterializeOrThrow(buffer);
     return ptr;
@@ -44,6 +46,8 @@ class TpuAllocator final : public c10::DeviceAllocator {
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     // Both are device addresses of this allocator's buffers (Note [Device pointers]).
     if (count == 0) return;
+    // Storage copies go to the queue directly, past any window: a capture cannot record them.
+    if (ActiveCapture()) CaptureBreak("it copies a storage (Storage.copy_ / clone of a storage)");
     Buffer* d = Buffer::FromDeviceAddress(dest);
     Buffer* s = Buffer::FromDeviceAddress(src);
     TORCH_CHECK(d && s && dest == d->device_address() && src == s->device_address(),

@@ -10,6 +10,7 @@
 
 #include "base/metrics.h"
 #include "base/options.h"
+#include "torch/deferred/capture.h"
 #include "torch/deferred/window.h"
 
 namespace tpu::torch_bridge {
@@ -18,6 +19,7 @@ namespace {
 void TpuCpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& name = op.schema().operator_name();
   std::string full = name.name + (name.overload_name.empty() ? "" : "." + name.overload_name);
+  if (ActiveCapture()) CaptureBreak(full + " has no native tpu lowering (it would run on the CPU fallback)");
   GetCounter("fallback/" + full)->Add();
   GetCounter("fallback_ops")->Add();
   const std::string& policy = Flags().fallback;

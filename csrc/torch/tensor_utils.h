@@ -63,6 +63,9 @@ void PrepareHostAccess(Buffer* buffer);
 // Whether the open window reads or writes `buffer` (a host write must then be ordered inside it).
 bool DeferredUses(Buffer* buffer);
 void PrepareDeviceSync(int device);
+// Capture (csrc/torch/deferred/capture.h): a buffer the allocator just made, so a capture knows
+// which storages its graph created.
+void NoteNewBuffer(const Buffer* buffer);
 
 // The allocator PyTorch uses for tpu tensors.
 c10::Allocator* GetTpuAllocator();

@@ -8,6 +8,7 @@
 #include "compiler/compiler.h"
 #include "ir/printer.h"
 #include "ir/strided.h"
+#include "torch/deferred/capture.h"
 #include "torch/lower/context.h"
 #include "torch/tensor_utils.h"
 
@@ -15,7 +16,7 @@ namespace tpu::torch_bridge {
 namespace {
 
 constexpr const char* kReasonNames[] = {"host_read", "synchronize", "size_limit", "fallback",
-                                        "mode_change", "alias", "each_op"};
+                                        "mode_change", "alias", "each_op", "compiled_graph"};
 static_assert(sizeof(kReasonNames) / sizeof(kReasonNames[0]) == static_cast<int>(CutReason::kCount));
 
 Counter* CutCounter(CutReason r) {
@@ -42,7 +43,8 @@ bool SameGeometry(const Binding& b, int64_t offset, DType dtype, const Dims& dim
 
 const char* CutReasonName(CutReason reason) { return kReasonNames[static_cast<int>(reason)]; }
 
-Window::Window(int device) : device_(device), origins_(std::make_shared<std::vector<OpOrigin>>()) {}
+Window::Window(int device, bool capture, bool dense)
+    : device_(device), capture_(capture), dense_(dense), origins_(std::make_shared<std::vector<OpOrigin>>()) {}
 
 Window::~Window() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -51,10 +53,14 @@ Window::~Window() {
 
 bool Window::StridedBindings() const {
   static const bool strided = GetBackend().strided_bindings();
-  return strided;
+  return strided && !dense_;
 }
 
 Window::Entry* Window::FindLocked(const Buffer* buffer) {
+  if (capture_) {
+    auto it = slots_.find(buffer);
+    return it == slots_.end() ? nullptr : &entries_[it->second];
+  }
   if (buffer->window_epoch != epoch_) return nullptr;
   int slot = buffer->window_slot;
   if (slot < 0 || slot >= static_cast<int>(entries_.size()) || entries_[slot].buffer != buffer) return nullptr;
@@ -64,8 +70,12 @@ Window::Entry* Window::FindLocked(const Buffer* buffer) {
 Window::Entry& Window::EntryLocked(Buffer* buffer) {
   if (Entry* e = FindLocked(buffer)) return *e;
   buffer->Retain();
-  buffer->window_slot = static_cast<int32_t>(entries_.size());
-  buffer->window_epoch = epoch_;
+  if (capture_) {
+    slots_.emplace(buffer, static_cast<int>(entries_.size()));
+  } else {
+    buffer->window_slot = static_cast<int32_t>(entries_.size());
+    buffer->window_epoch = epoch_;
+  }
   entries_.emplace_back();
   entries_.back().buffer = buffer;
   return entries_.back();
@@ -148,12 +158,15 @@ bool Window::AliasesPending(const Binding& b) {
 }
 
 void Window::Record(const Graph& g, Binding* params, size_t num_params, const Binding* results, size_t num_results,
-                    const char* op, std::string location) {
+                    const char* op, std::string location, const RngDraw* rng, size_t num_rng) {
   std::lock_guard<std::mutex> lock(mu_);
   // A storage pending under one dtype, used under another, would need a bitcast: cut instead.
   bool alias = false;
   for (size_t i = 0; i < num_params && !alias; ++i) alias = AliasesPending(params[i]);
   for (size_t i = 0; i < num_results && !alias; ++i) alias = AliasesPending(results[i]);
+  if (alias && capture_)
+    CaptureBreak(std::string(op) + " reads a storage the graph computes under another dtype (a view that "
+                 "reinterprets its bytes)");
   if (alias) CutLocked(CutReason::kAlias);
   // Memory for the ready values this op reads, before anything changes (this may run out).
   for (size_t i = 0; i < num_params; ++i) {
@@ -166,8 +179,15 @@ void Window::Record(const Graph& g, Binding* params, size_t num_params, const Bi
   const int first_op = builder_.num_ops();
   const int np = g.num_params();
   SmallVector<int, 16> remap(g.num_values(), -1);
-  for (int p = 0; p < np; ++p)
-    remap[p] = params[p].buffer() ? ReadLocked(params[p]) : ParamLocked(std::move(params[p]));
+  for (int p = 0; p < np; ++p) {
+    if (params[p].buffer()) {
+      remap[p] = ReadLocked(params[p]);
+      continue;
+    }
+    remap[p] = ParamLocked(std::move(params[p]));
+    for (size_t r = 0; r < num_rng && capture_; ++r)
+      if (rng[r].param == p) rng_.push_back(RngDraw{static_cast<int>(params_.size()) - 1, rng[r].generator, rng[r].words});
+  }
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const Op& o = g.ops[i];
     SmallVector<int, 4> operands;
@@ -190,7 +210,7 @@ void Window::Record(const Graph& g, Binding* params, size_t num_params, const Bi
       },
       [&](const Op& o) { HashOpWords(o, o.operands, add); });
   for (int i = first_op; i < builder_.num_ops(); ++i) origins_->push_back(OpOrigin{op, location});
-  if (++num_ops_ >= std::max<int64_t>(1, Flags().window_ops)) CutLocked(CutReason::kSizeLimit);
+  if (++num_ops_ >= std::max<int64_t>(1, Flags().window_ops) && !capture_) CutLocked(CutReason::kSizeLimit);
 }
 
 uint64_t Window::Cut(CutReason reason) {
@@ -212,6 +232,70 @@ bool Window::Uses(const Buffer* buffer) {
 int64_t Window::ops() {
   std::lock_guard<std::mutex> lock(mu_);
   return num_ops_;
+}
+
+bool Window::UsesAny(Buffer* const* buffers, size_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (entries_.empty()) return false;
+  for (size_t i = 0; i < n; ++i)
+    if (buffers[i] && FindLocked(buffers[i])) return true;
+  return false;
+}
+
+std::vector<Window::Pending> Window::PendingValues() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Pending> out;
+  for (const Entry& e : entries_)
+    if (e.value >= 0) out.push_back(Pending{e.buffer, e.value_type, e.value});
+  return out;
+}
+
+int Window::BindWhole(Binding binding) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& e = EntryLocked(binding.buffer());
+  if (e.base < 0 && binding.CoversBuffer()) {
+    e.base_type = binding.type();
+    e.base = ParamLocked(std::move(binding));
+    ++e.held;
+  }
+  return e.base;
+}
+
+int Window::ReadValue(Binding binding) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (binding.buffer() && !binding.buffer()->materialized()) {
+    Entry* e = FindLocked(binding.buffer());
+    if (!e || e->value < 0) MaterializeOrThrow(binding.buffer());
+  }
+  return ReadLocked(binding);
+}
+
+StatusOr<Window::Program> Window::TakeProgram(const std::vector<int>& results) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Program p;
+  p.key = fingerprint_;
+  p.key.Add(kResultWord);
+  for (int v : results) {
+    p.key.Add(static_cast<uint64_t>(v));
+    builder_.Result(v);
+  }
+  StatusOr<Graph> graph = builder_.Finish();
+  if (!graph.ok()) {
+    Status s = graph.status();
+    ResetLocked();
+    return s;
+  }
+  p.graph = std::make_unique<Graph>(std::move(graph).value());
+  p.params = std::move(params_);
+  p.rng = std::move(rng_);
+  p.origins = origins_;
+  ResetLocked();
+  return p;
+}
+
+void Window::Discard() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ResetLocked();
 }
 
 uint64_t Window::CutLocked(CutReason reason) {
@@ -286,6 +370,8 @@ void Window::AbandonLocked(const Status& why) {
 void Window::ResetLocked() {
   for (Entry& e : entries_) e.buffer->Release();
   entries_.clear();
+  slots_.clear();
+  rng_.clear();
   params_.clear();
   builder_.Reset();
   fingerprint_ = Fingerprint128();
@@ -320,17 +406,26 @@ void CutAllWindows(CutReason reason) {
 
 bool RecordsIntoWindow() {
   static const bool dense = !GetBackend().strided_bindings();
-  return dense || GetEagerMode() == EagerMode::kFused;
+  return dense || GetEagerMode() == EagerMode::kFused || ActiveCapture() != nullptr;
 }
 
 // ---- hooks for the rest of the torch layer (tensor_utils.h) ---------------------------------
 
-bool MaterializeEagerly() { return GetEagerMode() != EagerMode::kFused; }
+bool MaterializeEagerly() { return GetEagerMode() != EagerMode::kFused && ActiveCapture() == nullptr; }
 
-void PrepareHostAccess(Buffer* buffer) { WindowFor(buffer->device()).CutIfPending(buffer, CutReason::kHostRead); }
+void PrepareHostAccess(Buffer* buffer) {
+  if (ActiveCapture()) CaptureBreak("it reads a device value on the host (.item(), .tolist(), .cpu(), printing, or an op whose result size depends on the data)");
+  WindowFor(buffer->device()).CutIfPending(buffer, CutReason::kHostRead);
+}
 
-void PrepareDeviceSync(int device) { WindowFor(device).Cut(CutReason::kSynchronize); }
+void PrepareDeviceSync(int device) {
+  if (ActiveCapture()) CaptureBreak("it synchronizes with the device (torch.tpu.synchronize(), an event)");
+  WindowFor(device).Cut(CutReason::kSynchronize);
+}
 
-bool DeferredUses(Buffer* buffer) { return WindowFor(buffer->device()).Uses(buffer); }
+bool DeferredUses(Buffer* buffer) {
+  if (CaptureScope* c = ActiveCapture()) return c->window().Uses(buffer);
+  return WindowFor(buffer->device()).Uses(buffer);
+}
 
 }  // namespace tpu::torch_bridge

@@ -14,12 +14,20 @@
 // device queue. Windows are cut at host reads of pending data, synchronize(), before a CPU
 // fallback op, at a size limit (option window_ops), at mode changes, and when a view would alias
 // a pending storage under another dtype. metrics count windows, their ops and each cut's reason.
+//
+// A window made for capture (Window(device, /*capture=*/true), csrc/torch/deferred/capture.h)
+// records the same way but never cuts: what would cut it (a host read, a size limit, an alias
+// under another dtype) ends the capture with a reason instead, and its program is taken whole by
+// TakeProgram with the results the capture names.
 #pragma once
+
+#include <c10/core/GeneratorImpl.h>
 
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/hash.h"
@@ -37,20 +45,32 @@ enum class CutReason : int {
   kModeChange,   // the eager mode changed
   kAlias,        // a storage pending under one dtype is used under another
   kEachOp,       // a backend without strided bindings runs strict/debug mode as one-op windows
+  kCompiledGraph,  // a compiled graph is launched and reads or writes what the window holds
   kCount
 };
 const char* CutReasonName(CutReason reason);
 
+// A random op's {seed, offset} parameter (Lowering::RngState): a compiled graph draws it again
+// from `generator` at each replay, for `words` values, as the op would have.
+struct RngDraw {
+  int param = -1;  // the parameter's number: in the op's program, or in the window's
+  c10::intrusive_ptr<c10::GeneratorImpl> generator;
+  int64_t words = 0;
+};
+
 class Window {
  public:
-  explicit Window(int device);
+  // `dense`: every storage enters as one whole-buffer parameter, views as ops on it, as on a
+  // backend without strided bindings (an exported program's arguments are whole tensors).
+  explicit Window(int device, bool capture = false, bool dense = false);
   ~Window();
 
   // Records a lowered op: `g` is its finished program (parameters first), `params` the bindings of
   // its parameters (moved from), `results` where each of g.results is written (the output
-  // tensors' bindings). May cut the window first (aliasing) or after (size limit).
+  // tensors' bindings), `rng` its random draws. May cut the window first (aliasing) or after
+  // (size limit); a capture window throws instead (CaptureBreak, capture.h).
   void Record(const Graph& g, Binding* params, size_t num_params, const Binding* results, size_t num_results,
-              const char* op, std::string location);
+              const char* op, std::string location, const RngDraw* rng = nullptr, size_t num_rng = 0);
   // Compiles and launches the window (nothing when it is empty); returns the launch's sequence
   // number (0 when nothing ran). Throws on out-of-memory before anything is lost.
   uint64_t Cut(CutReason reason);
@@ -61,6 +81,38 @@ class Window {
   // The pending window as StableHLO text, its results the live pending values (empty window: "").
   std::string Dump();
   int64_t ops();
+  // Whether the window reads or writes any of `buffers` (one lock for all).
+  bool UsesAny(Buffer* const* buffers, size_t n);
+
+  // ---- capture mode ----
+  bool capture() const { return capture_; }
+  // A storage whose value the window computes.
+  struct Pending {
+    Buffer* buffer;
+    TensorType type;  // of the whole storage's value
+    int value;        // builder id
+  };
+  std::vector<Pending> PendingValues();
+  // The parameter of `binding`'s whole storage (which it must cover), made now: an exported
+  // program's arguments in the order of its inputs.
+  int BindWhole(Binding binding);
+  // The value `binding` reads now (its storage's pending value, or its ready value), as a
+  // builder id: an exported program's results.
+  int ReadValue(Binding binding);
+  // The recorded program with `results` (builder ids from PendingValues) as its results, its
+  // 128-bit key, the bindings of its parameters (moved out) and its random draws (by window
+  // parameter number). The window is empty afterwards.
+  struct Program {
+    std::unique_ptr<Graph> graph;
+    Fingerprint128 key;
+    std::vector<Binding> params;
+    std::vector<RngDraw> rng;
+    std::shared_ptr<std::vector<OpOrigin>> origins;
+  };
+  StatusOr<Program> TakeProgram(const std::vector<int>& results);
+  // Drops what was recorded without running or failing anything (a capture that was given up:
+  // nothing it recorded has happened, so no storage lost a value).
+  void Discard();
 
  private:
   struct Entry {
@@ -97,6 +149,12 @@ class Window {
   bool StridedBindings() const;
 
   const int device_;
+  const bool capture_;
+  const bool dense_;
+  // A capture window finds its entries here, not in Buffer::window_slot: the device's window
+  // owns those fields, and a buffer may be in both windows at once.
+  std::unordered_map<const Buffer*, int> slots_;
+  std::vector<RngDraw> rng_;
   std::mutex mu_;
   Builder builder_;
   std::vector<Binding> params_;  // by parameter number
@@ -110,8 +168,8 @@ class Window {
 Window& WindowFor(int device);
 // Cuts every device's window.
 void CutAllWindows(CutReason reason);
-// Whether Lowering::Run records into the window: fused mode, or a backend whose bindings must be
-// dense (strict/debug there are one-op windows).
+// Whether Lowering::Run records into a window: fused mode, capture, or a backend whose bindings
+// must be dense (strict/debug there are one-op windows).
 bool RecordsIntoWindow();
 
 }  // namespace tpu::torch_bridge

@@ -8,6 +8,7 @@
 #include "base/metrics.h"
 #include "base/options.h"
 #include "compiler/compiler.h"
+#include "torch/deferred/capture.h"
 #include "torch/deferred/window.h"
 #include "torch/device_errors.h"
 #include "torch/python_location.h"
@@ -111,6 +112,13 @@ int Lowering::ScalarU64Pair(uint64_t a, uint64_t b) {
   return AddParam(TensorType{DType::kU64, {2}}, Binding::Scalar(DType::kU64, words, {2}));
 }
 
+int Lowering::RngState(c10::GeneratorImpl* gen, std::pair<uint64_t, uint64_t> state, int64_t words) {
+  int v = ScalarU64Pair(state.first, state.second);
+  if (ActiveCapture()) rng_.push_back(RngDraw{static_cast<int>(params_.size()) - 1,
+                                              c10::intrusive_ptr<c10::GeneratorImpl>::reclaim_copy(gen), words});
+  return v;
+}
+
 void Lowering::Output(int value, const at::Tensor& out) { AddOutput(value, c10::MaybeOwned<at::Tensor>::owned(std::in_place, out)); }
 
 void Lowering::OutputBorrowed(int value, const at::Tensor& out) { AddOutput(value, c10::MaybeOwned<at::Tensor>::borrowed(out)); }
@@ -171,7 +179,17 @@ void Lowering::RunInWindow(const Graph& graph) {
   // strict and debug mode as one-op windows (their views become ops of the program).
   c10::SmallVector<Binding, 2> results;
   for (auto& [value, out] : outputs_) results.push_back(BindingOf(*out));
-  Window& window = WindowFor(device_ < 0 ? CurrentDeviceIndex() : device_);
+  int device = device_ < 0 ? CurrentDeviceIndex() : device_;
+  if (CaptureScope* capture = ActiveCapture()) {
+    // A compiled graph's op (Note [Capture]): recorded into the capture's window, never cut.
+    if (device != capture->device())
+      CaptureBreak(std::string(op_) + " runs on tpu:" + std::to_string(device) + " while the graph is on tpu:" +
+                   std::to_string(capture->device()));
+    capture->window().Record(graph, params_.data(), params_.size(), results.data(), results.size(), op_,
+                             std::move(location_), rng_.data(), rng_.size());
+    return;
+  }
+  Window& window = WindowFor(device);
   window.Record(graph, params_.data(), params_.size(), results.data(), results.size(), op_, std::move(location_));
   EagerMode mode = GetEagerMode();
   if (mode == EagerMode::kFused) return;

@@ -20,6 +20,7 @@
 
 #include "ir/builder.h"
 #include "runtime/device.h"
+#include "torch/deferred/window.h"
 
 namespace tpu::torch_bridge {
 
@@ -41,6 +42,9 @@ class Lowering {
   int Input(const at::Tensor& t, at::ScalarType dtype);
   int Scalar(const at::Scalar& s, at::ScalarType dtype);
   int ScalarU64Pair(uint64_t a, uint64_t b);  // ui64[2] parameter (rng state)
+  // A random op's ui64[2] {seed, offset} parameter, reserved from `gen` for `words` values (the
+  // caller holds gen's lock); a compiled graph reserves it again at each replay (capture.h).
+  int RngState(c10::GeneratorImpl* gen, std::pair<uint64_t, uint64_t> state, int64_t words);
   void Output(int value, const at::Tensor& out);
   // As Output, without taking a reference: `out` must outlive Run(). (Copying a tensor Python
   // owns takes the GIL; the elementwise path writes into `self` without a copy.)
@@ -58,6 +62,7 @@ class Lowering {
   // Inline storage: a typical op binds a few tensors, and the eager path must not allocate.
   c10::SmallVector<Binding, 4> params_;
   c10::SmallVector<std::pair<int, c10::MaybeOwned<at::Tensor>>, 2> outputs_;
+  c10::SmallVector<RngDraw, 1> rng_;
   int device_ = -1;
   std::string location_;
 };

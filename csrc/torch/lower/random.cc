@@ -39,7 +39,7 @@ int RandomWords(Lowering& l, const std::optional<at::Generator>& gen, const at::
     std::lock_guard<std::mutex> lock(g->mutex_);
     state = g->Reserve(words);
   }
-  return l.b().RngBits(l.ScalarU64Pair(state.first, state.second), {words});
+  return l.b().RngBits(l.RngState(g, state, words), {words});
 }
 
 // The low `bits` (<= 31) bits of each word, as non-negative `dtype` values. (Masks stay below
