@@ -16,6 +16,7 @@
 #include "runtime/host/cpu_info.h"
 #include "backends/backends.h"
 #include "torch/deferred/window.h"
+#include "torch/distributed/bindings.h"
 #include "torch/fork.h"
 #include "torch/generator.h"
 #include "torch/lower/context.h"
@@ -173,6 +174,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("clear_compile_cache", [] { CompileCache::Get().Clear(); });
   m.def("_set_program_log", [](bool on) { SetProgramLog(on); });
   m.def("_take_program_log", [] { return TakeProgramLog(); });
+  tpu::dist::AddBindings(m);
   m.def("_host_cpu_info", [] {
     host::HostCpuInfo info = host::GetHostCpuInfo();
     py::dict d;

@@ -15,7 +15,7 @@ namespace tpu::torch_bridge {
 namespace {
 
 constexpr const char* kReasonNames[] = {"host_read", "synchronize", "size_limit", "fallback",
-                                        "mode_change", "alias", "each_op"};
+                                        "mode_change", "alias", "each_op", "collective"};
 static_assert(sizeof(kReasonNames) / sizeof(kReasonNames[0]) == static_cast<int>(CutReason::kCount));
 
 Counter* CutCounter(CutReason r) {

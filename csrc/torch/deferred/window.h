@@ -36,6 +36,7 @@ enum class CutReason : int {
   kModeChange,   // the eager mode changed
   kAlias,        // a storage pending under one dtype is used under another
   kEachOp,       // a backend without strided bindings runs strict/debug mode as one-op windows
+  kCollective,   // a collective reads or writes a storage the window uses (distributed/issue.h)
   kCount
 };
 const char* CutReasonName(CutReason reason);
