@@ -4,7 +4,9 @@ on loopback), and returns what each rank returned -- or its exception, with its 
     results = run_ranks(worker, world=2, args=(...), timeout=60)
 
 Every rank runs `worker(rank, world, *args)` after ``init_process_group("tpu", ...)``; results
-must pickle (CPU tensors, numbers, strings). `env` is set for the children (TORCH_TPU_* options).
+must pickle (CPU tensors, numbers, strings); they travel as torch.save bytes, so a rank may exit
+before the parent reads them (tensors through torch.multiprocessing's queue would share memory
+with the rank that sent them). `env` is set for the children (TORCH_TPU_* options).
 A rank that does not report within `timeout` seconds is killed and reported as hung: no test can
 hang CI.
 """
@@ -12,12 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import io
 import os
 import queue as queue_mod
 import tempfile
 import time
 import traceback
 
+import torch
 import torch.multiprocessing as mp
 
 
@@ -50,7 +54,9 @@ def _child(fn, rank, world, init_file, pg_timeout, backend, results, args):
             dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world,
                                     timeout=datetime.timedelta(seconds=pg_timeout))
         out = fn(rank, world, *args)
-        results.put((rank, "ok", out))
+        buf = io.BytesIO()
+        torch.save(out, buf)
+        results.put((rank, "ok", buf.getvalue()))
         if backend:
             dist.destroy_process_group()
     except BaseException as e:  # reported to the parent, which raises it
@@ -89,6 +95,7 @@ def run_ranks(fn, world: int, args=(), timeout: float = 120, env=None, pg_timeou
     for r in range(world):
         status, payload = got.get(r, ("missing", None))
         if status == "ok":
+            payload = torch.load(io.BytesIO(payload), weights_only=False)
             out.append(payload if not allow_errors else ("ok", payload))
         elif allow_errors:
             out.append((status, payload))

@@ -1,0 +1,62 @@
+"""Data-parallel training of the example GPT on 2 tpu ranks (DDP, FSDP2) against the same
+training in one process on PyTorch's CPU (training_checks.py): 10 AdamW steps, 2 micro-batches
+each.
+
+Tolerance: the runs differ only by float32 rounding (the ranks' gradients are averaged in a
+different order than one backward pass sums them; the device's kernels round like the CPU's to
+1-2 ulp), which AdamW carries forward step by step; the losses agree to ~1e-6 relative here, and
+rtol=1e-4 is the bound asserted (a wrong gradient -- one rank's only, a stale or missing
+bucket -- changes the losses by ~1e-2 from the second step on). AdamW is blind to a gradient's
+scale (summed instead of averaged), so the first step's gradients are compared too, at the same
+tolerance.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import training_checks as tc
+from harness import run_ranks
+
+RTOL, ATOL = 1e-4, 1e-5
+
+
+@pytest.fixture(scope="module")
+def reference():
+    data = tc.batches()
+    return (data, *tc.reference_losses(data))
+
+
+def _ddp(rank, world, data, mode):
+    import torch_tpu
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    with torch_tpu.eager_mode(mode):
+        # Small buckets: the gradients reduce in several all-reduces, as they are produced.
+        ddp = DDP(tc.model().to("tpu"), bucket_cap_mb=0.02, gradient_as_bucket_view=True)
+        opt = tc.optimizer(ddp.parameters())
+        losses, grads = tc.train_ranks(ddp, opt, data, rank, world, no_sync=ddp.no_sync, full_grads=lambda: {
+            k: p.grad.cpu() for k, p in ddp.module.named_parameters()})
+        torch.tpu.synchronize()
+        weights = {k: v.detach().cpu() for k, v in ddp.module.state_dict().items()}
+        return losses, grads, weights, torch_tpu.metrics.counters().get("collectives", 0)
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_ddp_matches_single_process(reference, mode):
+    data, expected, expected_grads = reference
+    out = run_ranks(_ddp, 2, args=(data, mode), timeout=300)
+    for rank, (losses, grads, _, collectives) in enumerate(out):
+        check_run(rank, losses, grads, expected, expected_grads)
+        assert collectives > 3 * tc.STEPS, collectives  # several buckets per step
+    # The replicas stay identical: every rank applied the same averaged gradients.
+    for k, v in out[0][2].items():
+        assert torch.equal(v, out[1][2][k]), k
+
+
+def check_run(rank, losses, grads, expected, expected_grads):
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(expected), rtol=RTOL, atol=ATOL,
+                               msg=lambda m: f"rank {rank} losses: {m}")
+    assert grads.keys() == expected_grads.keys()
+    for k, g in grads.items():
+        torch.testing.assert_close(g, expected_grads[k], rtol=RTOL, atol=ATOL, msg=lambda m: f"rank {rank} grad {k}: {m}")
