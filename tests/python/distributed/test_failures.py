@@ -24,53 +24,69 @@ def _sync_error(fn):
     return None, time.monotonic() - start
 
 
-def _diverge(rank, world, kind):
+KINDS = ("op", "shape", "dtype")
+
+
+def _diverge(rank, world):
     import torch.distributed as dist
 
-    t = torch.ones(4, device="tpu")
-    dist.all_reduce(t)  # one agreed collective first: the next one is #2
-    t.cpu()
-
-    def body():
-        if kind == "op":
-            if rank == 0:
-                dist.all_reduce(t)  # LINE-A
-            else:
-                dist.broadcast(t, src=0)  # LINE-B
-        elif kind == "shape":
-            x = torch.ones(4 + rank, device="tpu")
-            dist.all_reduce(x)
-            x.cpu()
-        elif kind == "dtype":
-            x = torch.ones(4, dtype=torch.float32 if rank == 0 else torch.bfloat16, device="tpu")
-            dist.all_reduce(x)
-            x.cpu()
+    out = {}
+    for kind in KINDS:  # each on a new group: a diverged group stays failed
+        g = dist.new_group()
+        t = torch.ones(4, device="tpu")
+        dist.all_reduce(t, group=g)  # one agreed collective first: the next one is #2
         t.cpu()
 
-    msg, sec = _sync_error(body)
-    # The group is unusable afterwards, and says why at once; the device still works.
-    later, later_sec = _sync_error(lambda: (dist.all_reduce(t), t.cpu()))
-    y = (torch.arange(3, device="tpu") * 2).cpu().tolist()
-    return msg, sec, later, later_sec, y
+        def body():
+            if kind == "op":
+                if rank == 0:
+                    dist.all_reduce(t, group=g)
+                else:
+                    dist.broadcast(t, src=0, group=g)
+            elif kind == "shape":
+                x = torch.ones(4 + rank, device="tpu")
+                dist.all_reduce(x, group=g)
+                x.cpu()
+            elif kind == "dtype":
+                x = torch.ones(4, dtype=torch.float32 if rank == 0 else torch.bfloat16, device="tpu")
+                dist.all_reduce(x, group=g)
+                x.cpu()
+            t.cpu()
+
+        msg, sec = _sync_error(body)
+        # The group is unusable afterwards, and says why at once; the device still works.
+        later, later_sec = _sync_error(lambda: (dist.all_reduce(t, group=g), t.cpu()))
+        y = (torch.arange(3, device="tpu") * 2).cpu().tolist()
+        out[kind] = msg, sec, later, later_sec, y
+    # The default group was not involved: it still works.
+    t = torch.ones(2, device="tpu")
+    dist.all_reduce(t)
+    out["world"] = t.cpu().tolist()
+    return out
 
 
-@pytest.mark.parametrize("kind", ["op", "shape", "dtype"])
-def test_divergent_collectives_raise_on_every_rank(kind):
-    out = run_ranks(_diverge, 2, args=(kind,), pg_timeout=PG_TIMEOUT, timeout=120)
-    for rank, (msg, sec, later, later_sec, y) in enumerate(out):
-        assert msg is not None, f"rank {rank} raised nothing"
-        assert "issued different collectives" in msg, msg
-        assert sec < 10, (sec, msg)  # at once, not at the timeout
-        if kind == "op":
-            assert "rank 0: collective #2, all_reduce(float32[4], SUM) at " in msg, msg
-            assert "rank 1: collective #2, broadcast(float32[4], src=0) at " in msg, msg
-            assert "test_failures.py:" in msg, msg  # the user's lines
-        elif kind == "shape":
-            assert "all_reduce(float32[4], SUM)" in msg and "all_reduce(float32[5], SUM)" in msg, msg
-        else:
-            assert "all_reduce(float32[4], SUM)" in msg and "all_reduce(bfloat16[4], SUM)" in msg, msg
-        assert later is not None and "issued different collectives" in later and later_sec < 5, later
-        assert y == [0, 2, 4]
+def test_divergent_collectives_raise_on_every_rank():
+    out = run_ranks(_diverge, 2, pg_timeout=PG_TIMEOUT, timeout=120)
+    for rank in range(2):
+        assert out[rank]["world"] == [2.0, 2.0]
+        for kind in KINDS:
+            msg, sec, later, later_sec, y = out[rank][kind]
+            assert msg is not None, f"rank {rank} raised nothing ({kind})"
+            assert "issued different collectives" in msg, msg
+            assert sec < 10, (sec, msg)  # at once, not at the timeout
+            if kind == "op":
+                assert "rank 0: collective #2, all_reduce(float32[4], SUM) at " in msg, msg
+                assert "rank 1: collective #2, broadcast(float32[4], src=0) at " in msg, msg
+                assert "test_failures.py:" in msg, msg  # the user's lines
+            elif kind == "shape":
+                assert "all_reduce(float32[4], SUM)" in msg and "all_reduce(float32[5], SUM)" in msg, msg
+            else:
+                assert "all_reduce(float32[4], SUM)" in msg and "all_reduce(bfloat16[4], SUM)" in msg, msg
+            assert later is not None and "issued different collectives" in later and later_sec < 5, later
+            assert y == [0, 2, 4]
+
+
+LOST_TIMEOUT = 5  # the process group's timeout in the next test
 
 
 def _lost(rank, world):
@@ -78,18 +94,17 @@ def _lost(rank, world):
 
     t = torch.ones(4, device="tpu")
     if rank == 1:
-        time.sleep(PG_TIMEOUT // 3 + 3)  # never issues the collective; stays alive past the timeout
+        time.sleep(LOST_TIMEOUT + 3)  # never issues the collective; stays alive past the timeout
         return None
     return _sync_error(lambda: (dist.all_reduce(t, async_op=True).wait(), t.cpu()))
 
 
 def test_rank_that_never_arrives_times_out():
-    # A 10 s process group timeout here (the harness's pg_timeout), so the test stays short.
-    out = run_ranks(_lost, 2, pg_timeout=PG_TIMEOUT // 3, timeout=120)
+    out = run_ranks(_lost, 2, pg_timeout=LOST_TIMEOUT, timeout=120)
     msg, sec = out[0]
-    assert msg is not None and "timed out after 10 s waiting for rank 1" in msg, msg
+    assert msg is not None and f"timed out after {LOST_TIMEOUT} s waiting for rank 1" in msg, msg
     assert "it has issued no collective on this process group yet" in msg, msg
-    assert PG_TIMEOUT // 3 - 1 < sec < PG_TIMEOUT // 3 + 10, sec
+    assert LOST_TIMEOUT - 1 < sec < LOST_TIMEOUT + 10, sec
 
 
 def _killed(rank, world):
@@ -106,7 +121,7 @@ def _killed(rank, world):
     return _sync_error(lambda: (dist.all_reduce(t), t.cpu()))
 
 
-@pytest.mark.parametrize("transport,world", [("shm", 2), ("shm", 3), ("gloo", 2)])
+@pytest.mark.parametrize("transport,world", [("shm", 3), ("gloo", 2)])
 def test_killed_rank_makes_the_others_raise(transport, world):
     out = run_ranks(_killed, world, pg_timeout=PG_TIMEOUT, timeout=120, allow_errors=True,
                     env={"TORCH_TPU_DIST_TRANSPORT": transport})
