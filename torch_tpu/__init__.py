@@ -86,6 +86,9 @@ def _register() -> None:
     _compat.register_import_patches()
     _compat.register_compile_hooks()
     _compat._apply(_compat.register_data_parallel_check, torch.nn.parallel)
+    from . import distributed as _distributed
+
+    _distributed.register()  # the c10d backend "tpu" / "tpu_dist"
     _registered = True
 
 

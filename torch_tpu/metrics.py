@@ -15,7 +15,7 @@ def reset() -> None:
 
 def window_cuts() -> dict[str, int]:
     """Why fused windows were cut: reason -> count (host_read, synchronize, size_limit, fallback,
-    mode_change, alias, each_op, compiled_graph)."""
+    mode_change, alias, each_op, compiled_graph, collective)."""
     return {k[len("window_cuts/"):]: v for k, v in counters().items() if k.startswith("window_cuts/") and v}
 
 

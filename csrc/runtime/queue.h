@@ -99,6 +99,10 @@ class Queue {
                              TaskContext ctx) = 0;
   // A host task ordered with the device's work (events; collectives).
   virtual uint64_t Enqueue(Task task, TaskContext ctx) = 0;
+  // A host task that decides whether `results` hold a value: when it fails they are failed (Note
+  // [Failed buffers]), so the work that reads them does not run. A collective ends with one, after
+  // the WriteFrom tasks that filled its outputs from host memory, returning the exchange's status.
+  virtual uint64_t Enqueue(Task task, Binding* results, size_t num_results, TaskContext ctx) = 0;
   // Records `error` as a task's, in order, failing `results` (Note [Failed buffers]): work that
   // could not even be launched (a program that did not compile).
   virtual uint64_t Fail(Status error, Binding* results, size_t num_results, TaskContext ctx) = 0;

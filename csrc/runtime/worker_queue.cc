@@ -99,14 +99,18 @@ uint64_t WorkerQueue::Enqueue(Task task, TaskContext ctx) {
   return FinishEnqueue(lock);
 }
 
-uint64_t WorkerQueue::Fail(Status error, Binding* results, size_t num_results, TaskContext ctx) {
+uint64_t WorkerQueue::Enqueue(Task task, Binding* results, size_t num_results, TaskContext ctx) {
   std::unique_lock<std::mutex> lock(mu_);
   Item& slot = BeginEnqueue(lock);
   slot.kind = Kind::kTask;
-  slot.task = [error = std::move(error)] { return error; };
+  slot.task = std::move(task);
   for (size_t i = 0; i < num_results; ++i) slot.launch.results.push_back(std::move(results[i]));
   slot.ctx = std::move(ctx);
   return FinishEnqueue(lock);
+}
+
+uint64_t WorkerQueue::Fail(Status error, Binding* results, size_t num_results, TaskContext ctx) {
+  return Enqueue([error = std::move(error)] { return error; }, results, num_results, std::move(ctx));
 }
 
 uint64_t WorkerQueue::Launch(ExecutablePtr exe, Binding* params, size_t num_params, Binding* results,

@@ -29,6 +29,7 @@ class WorkerQueue final : public Queue {
   uint64_t WriteFrom(Buffer* dst, int64_t offset, const void* host, int64_t nbytes, std::shared_ptr<void> keep,
                      TaskContext ctx) override;
   uint64_t Enqueue(Task task, TaskContext ctx) override;
+  uint64_t Enqueue(Task task, Binding* results, size_t num_results, TaskContext ctx) override;
   uint64_t Fail(Status error, Binding* results, size_t num_results, TaskContext ctx) override;
 
   Status WaitFor(uint64_t seq) override;

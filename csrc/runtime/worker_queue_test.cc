@@ -360,6 +360,27 @@ TEST_F(FailedBufferTest, HostStagingRunsInQueueOrder) {
   for (Buffer* x : {a, b, c}) x->Release();
 }
 
+TEST_F(FailedBufferTest, HostTaskWithResultsFailsThem) {
+  // A collective's last task: the host work failed, so what the WriteFrom before it wrote is no
+  // value; readers of it do not run, and a sync point raises the task's error.
+  Buffer *out = New(0), *next = New(0);
+  auto staging = std::make_shared<std::vector<char>>(1, 7);
+  q.WriteFrom(out, 0, staging->data(), 1, staging, TaskContext("unstage"));
+  Binding r[] = {Binding(out, 0, DType::kU8, {1})};
+  uint64_t verdict = q.Enqueue([] { return Cancelled("rank 1 died"); }, r, 1, TaskContext("c10d::allreduce", "t.py:4"));
+  Run("add1", out, next, "aten::add", "t.py:5");
+  EXPECT_EQ(q.WaitFor(verdict).message(), "c10d::allreduce (issued at t.py:4): rank 1 died");
+  EXPECT_FALSE(q.SyncBuffer(next).ok());
+  EXPECT_EQ(Value(next), 0);
+  // A successful one leaves (or makes) them valid.
+  Binding r2[] = {Binding(out, 0, DType::kU8, {1})};
+  q.Enqueue([] { return Status::Ok(); }, r2, 1, TaskContext("c10d::allreduce"));
+  Run("add1", out, next, "aten::add", "t.py:6");
+  EXPECT_TRUE(q.SyncBuffer(next).ok());
+  EXPECT_EQ(Value(next), 8);
+  for (Buffer* x : {out, next}) x->Release();
+}
+
 TEST_F(FailedBufferTest, ErrorsReachTheThreadThatIssuedThem) {
   Buffer *a = New(1), *b = New(0), *c = New(5), *d = New(0);
   std::thread other([&] { Run("fail", a, b, "aten::gather", "worker.py:3"); });  // nothing syncs there

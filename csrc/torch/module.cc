@@ -18,6 +18,7 @@
 #include "backends/backends.h"
 #include "torch/deferred/captured_graph.h"
 #include "torch/deferred/window.h"
+#include "torch/distributed/bindings.h"
 #include "torch/fork.h"
 #include "torch/generator.h"
 #include "torch/lower/context.h"
@@ -204,6 +205,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_program_log", [](bool on) { SetProgramLog(on); });
   m.def("_take_program_log", [] { return TakeProgramLog(); });
   RegisterCaptureBindings(m);
+  tpu::dist::AddBindings(m);
   m.def("_host_cpu_info", [] {
     host::HostCpuInfo info = host::GetHostCpuInfo();
     py::dict d;

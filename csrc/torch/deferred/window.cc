@@ -16,7 +16,7 @@ namespace tpu::torch_bridge {
 namespace {
 
 constexpr const char* kReasonNames[] = {"host_read", "synchronize", "size_limit", "fallback",
-                                        "mode_change", "alias", "each_op", "compiled_graph"};
+                                        "mode_change", "alias", "each_op", "compiled_graph", "collective"};
 static_assert(sizeof(kReasonNames) / sizeof(kReasonNames[0]) == static_cast<int>(CutReason::kCount));
 
 Counter* CutCounter(CutReason r) {

@@ -46,6 +46,7 @@ enum class CutReason : int {
   kAlias,        // a storage pending under one dtype is used under another
   kEachOp,       // a backend without strided bindings runs strict/debug mode as one-op windows
   kCompiledGraph,  // a compiled graph is launched and reads or writes what the window holds
+  kCollective,     // a collective reads or writes a storage the window uses (distributed/issue.h)
   kCount
 };
 const char* CutReasonName(CutReason reason);
