@@ -130,6 +130,23 @@ void Lowering::AddOutput(int value, c10::MaybeOwned<at::Tensor> owned_or_borrowe
 
 void Lowering::CaptureLocation() { location_ = UserSourceLocation(); }
 
+bool Lowering::IsHostScalar(int v) const {
+  for (;;) {
+    const Op* op = builder_.ProducerOf(v);
+    if (!op) break;
+    if (op->code != OpCode::kBroadcastInDim && op->code != OpCode::kConvert && op->code != OpCode::kReshape)
+      return false;
+    v = op->operands[0];
+  }
+  int p = builder_.ParamNumber(v);
+  return p >= 0 && p < static_cast<int>(params_.size()) && params_[p].is_inline();
+}
+
+int Lowering::Checked(int x, int ok, CheckKind kind) {
+  if (location_.empty()) CaptureLocation();
+  return builder_.Check(x, ok, kind);
+}
+
 void Lowering::Run() {
   static Counter* executions = GetCounter("executions");
   for (auto& [value, out] : outputs_) builder_.Result(value);
