@@ -11,6 +11,7 @@
 #include "torch/deferred/window.h"
 #include "torch/device_errors.h"
 #include "torch/python_location.h"
+#include "torch/sync_wait.h"
 #include "torch/tensor_utils.h"
 
 namespace tpu::torch_bridge {
@@ -177,6 +178,7 @@ void Lowering::Run() {
                                     results.size(), std::move(ctx), small);
   executions->Add();
   if (GetEagerMode() == EagerMode::kDebug) {
+    WaitInterruptibly(dev.queue(), seq);
     Check(dev.queue().WaitFor(seq));
     if (Flags().check_nan)
       for (auto& [value, out] : outputs_) CheckFinite(op_, *out);
@@ -194,7 +196,9 @@ void Lowering::RunInWindow(const Graph& graph) {
   if (mode == EagerMode::kFused) return;
   uint64_t seq = window.Cut(CutReason::kEachOp);
   if (mode == EagerMode::kDebug) {
-    Check(DeviceFor(device_ < 0 ? CurrentDeviceIndex() : device_).queue().WaitFor(seq));
+    Queue& q = DeviceFor(device_ < 0 ? CurrentDeviceIndex() : device_).queue();
+    WaitInterruptibly(q, seq);
+    Check(q.WaitFor(seq));
     if (Flags().check_nan)
       for (auto& [value, out] : outputs_) CheckFinite(op_, *out);
   }
