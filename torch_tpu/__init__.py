@@ -89,7 +89,23 @@ def _register() -> None:
     from . import distributed as _distributed
 
     _distributed.register()  # the c10d backend "tpu" / "tpu_dist"
+
+    import atexit
+
+    atexit.register(_report_errors_at_exit)
     _registered = True
+
+
+def _report_errors_at_exit() -> None:
+    """Note [Errors at exit] (csrc/torch/sync_wait.h): device errors no sync point reported are
+    printed, and the process then exits with a nonzero status instead of 0."""
+    from . import _C
+
+    errors = _C._take_errors_at_exit()
+    if errors:
+        sys.stderr.write("torch_tpu: device errors that no sync point reported (nothing read the data they "
+                         "concern, and nothing called torch.tpu.synchronize()):\n" + errors)
+        sys.stderr.flush()
 
 
 # Note [Bad options at import]: an explicit `import torch_tpu` raises what keeps the device from

@@ -353,6 +353,14 @@ int Builder::ArgReduceWindow(int x, int index, const WindowSpec& window) {
   return Add(OpCode::kArgReduceWindow, {x, index}, std::move(t), std::move(a));
 }
 
+int Builder::Check(int x, int ok, CheckKind kind) {
+  Check(TypeOf(ok).dtype == DType::kBool, "check: the condition must be i1");
+  Check(kind >= CheckKind::kIntegerDivisionByZero && kind < CheckKind::kCount, "check: unknown kind");
+  Attrs a;
+  a.kind = static_cast<int64_t>(kind);
+  return Add(OpCode::kCheck, {x, ok}, TypeOf(x), std::move(a));
+}
+
 int Builder::Reverse(int x, const Dims& dims) {
   std::vector<bool> seen(TypeOf(x).rank(), false);
   for (int64_t d : dims)

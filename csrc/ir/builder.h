@@ -62,6 +62,9 @@ class Builder {
   // last ascending and first descending; equal keys keep their order).
   int Sort(int x, int64_t dim, bool descending);
   int RngBits(int state, const Dims& dims);  // ui32 Philox bits; state: ui64[2] {seed, offset}
+  // x, once every element of `ok` (i1) is true; else the program fails with the kind's message
+  // (Note [Check op]). Use the result in place of x.
+  int Check(int x, int ok, CheckKind kind);
   void Result(int v);
   // Copies `op` (type and attributes as they are) with `operands` in place of its own: how the
   // deferred engine splices an op's program into its window.
@@ -90,6 +93,11 @@ class Builder {
     return v >= 0 && v < static_cast<int>(types_.size()) ? types_[v] : kInvalid;
   }
   const Status& status() const { return status_; }
+  // The op that computes value v (null for a parameter), and v's parameter number (-1 for an op).
+  const Op* ProducerOf(int v) const {
+    return v >= 0 && v < num_values() && param_index_[v] < 0 ? &graph_.ops[-param_index_[v] - 1] : nullptr;
+  }
+  int ParamNumber(int v) const { return v >= 0 && v < num_values() ? param_index_[v] : -1; }
   // Records `what` as the builder's error unless `cond` holds (the first error is kept).
   bool Require(bool cond, const char* what) { return Check(cond, what); }
   StatusOr<Graph> Finish();

@@ -33,6 +33,30 @@ const char* OpName(OpCode code) { return kOpInfos[static_cast<int>(code)].name; 
 int OpArity(OpCode code) { return kOpInfos[static_cast<int>(code)].arity; }
 OpKind GetOpKind(OpCode code) { return kOpInfos[static_cast<int>(code)].kind; }
 
+const char* CheckMessage(CheckKind kind) {
+  switch (kind) {
+    case CheckKind::kIntegerDivisionByZero: return "ZeroDivisionError";
+    case CheckKind::kBceInputRange: return "all elements of input should be between 0 and 1";
+    case CheckKind::kBceTargetRange: return "all elements of target should be between 0 and 1";
+    case CheckKind::kProbabilityRange:
+      return "Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error message be improved?  If "
+             "so, please report an enhancement request to PyTorch.)";
+    case CheckKind::kCount: break;
+  }
+  return "check failed";
+}
+
+const char* CheckName(CheckKind kind) {
+  switch (kind) {
+    case CheckKind::kIntegerDivisionByZero: return "integer_division_by_zero";
+    case CheckKind::kBceInputRange: return "bce_input_range";
+    case CheckKind::kBceTargetRange: return "bce_target_range";
+    case CheckKind::kProbabilityRange: return "probability_range";
+    case CheckKind::kCount: break;
+  }
+  return "unknown";
+}
+
 const char* CompareDirectionName(CompareDirection d) {
   switch (d) {
     case CompareDirection::kEQ: return "EQ";

@@ -31,6 +31,22 @@ enum class CompareDirection : int64_t { kEQ, kNE, kLT, kLE, kGT, kGE };
 enum class ReduceKind : int64_t { kAdd, kMul, kMax, kMin, kAnd, kOr, kReplace };
 const char* CompareDirectionName(CompareDirection d);
 
+// Note [Check op]: check(x, ok) is x when every element of ok is true; otherwise the program
+// fails there with the kind's message (PyTorch CPU's), and what depends on x is not computed
+// (RunReport). The lowering anchors the check in the data flow by using its result, so passes
+// keep it exactly where its value is needed. Kinds are typed: the printer, fingerprint and
+// backends agree on what each means.
+enum class CheckKind : int64_t {
+  kIntegerDivisionByZero,  // integer //, %, fmod, div(rounding_mode=...) by a tensor holding 0
+  kBceInputRange,          // binary_cross_entropy input outside [0, 1] (or NaN)
+  kBceTargetRange,         // ... target
+  kProbabilityRange,       // bernoulli with a probability tensor outside [0, 1] (or NaN)
+  kCount
+};
+// The error message (PyTorch CPU's) and the name printed as the custom_call's backend_config.
+const char* CheckMessage(CheckKind kind);
+const char* CheckName(CheckKind kind);
+
 // Attributes. Which fields an op uses (unused ones stay empty/zero and still hash equal):
 //   broadcast_in_dim: a = broadcast_dimensions       transpose: a = permutation
 //   reduce: a = dimensions, kind = ReduceKind          arg_reduce: a = {dim}, kind = kMax|kMin
@@ -44,6 +60,7 @@ const char* CompareDirectionName(CompareDirection d);
 //            i = index_vector_dim, kind = ReduceKind (combiner; kReplace overwrites)
 //            | 256 when out-of-range indices are errors (else skipped)
 //   rng_bit_generator: (operand: ui64[2] state {seed, offset}) Philox bits
+//   check: kind = CheckKind
 //   convolution, reduce_window, arg_reduce_window: see ir/window.h
 struct Attrs {
   Dims a, b, c, d, e;

@@ -374,6 +374,10 @@ class Printer {
       case OpCode::kReverse:
         os_ << " {dimensions = " << I64Array(a.a) << "}";
         break;
+      case OpCode::kCheck:  // Note [Check op]: an implementation-defined call each backend provides
+        os_ << " {api_version = 1 : i32, backend_config = \"" << CheckName(static_cast<CheckKind>(a.kind))
+            << "\", call_target_name = \"tpu.check\", has_side_effect = true}";
+        break;
       case OpCode::kBroadcastInDim:
         os_ << " {broadcast_dimensions = " << I64Array(a.a) << "}";
         break;

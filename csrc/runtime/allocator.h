@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "base/status.h"
 #include "runtime/buffer.h"
@@ -36,7 +37,12 @@ class Allocator {
   virtual int64_t capacity() const = 0;
 };
 
-// Bytes of memory the host can really back (MemAvailable at startup).
+// Bytes of memory the host can really back now: MemAvailable, and no more than the process's
+// memory cgroups leave (cgroup v2 memory.max - memory.current, v1 limit_in_bytes - usage_in_bytes,
+// the tightest of the process's cgroup and its ancestors).
 int64_t HostAvailableBytes();
+// The same from the cgroup files alone: `proc_self_cgroup` is /proc/self/cgroup's text and the
+// hierarchies are read under `sysfs_root` (/sys/fs/cgroup). -1 when no limit applies.
+int64_t CgroupAvailableBytes(const std::string& proc_self_cgroup, const std::string& sysfs_root);
 
 }  // namespace tpu

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/allocator.h"
+#include "runtime/memory.h"
 
 namespace tpu {
 namespace {
@@ -58,7 +59,7 @@ Buffer* Buffer::FromDeviceAddress(const void* address) {
 }
 
 void Buffer::Release() {
-  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) allocator_->Free(this);
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1 && !InForkedChild()) allocator_->Free(this);
 }
 
 Dims ContiguousStrides(const Dims& dims) {

@@ -18,4 +18,10 @@ std::string FormatMib(int64_t bytes);
 // The ResourceExhausted error of a request that does not fit a device's capacity.
 Status OutOfMemory(int device, int64_t nbytes, int64_t in_use, int64_t capacity);
 
+// Note [Frees after fork]: true in a process forked from this one. A forked child holds copies
+// of the parent's buffers whose memory and locks (an allocator's mutex, the buffer-id table's)
+// may have been held by a parent thread at the fork: Buffer::Release frees nothing there (the
+// child's copy of the memory goes away when it exits).
+bool InForkedChild();
+
 }  // namespace tpu

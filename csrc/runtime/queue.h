@@ -26,6 +26,7 @@ namespace tpu {
 struct OpOrigin {
   const char* op = "";   // the ATen op's schema name (outlives the process)
   std::string location;  // "file.py:42" when captured, else empty
+  int thread = 0;        // the thread that issued it (a fused window holds several threads' ops)
 };
 
 // What a queued task carries for error reports.
@@ -117,6 +118,16 @@ class Queue {
   virtual Status Synchronize() = 0;
   // The first unreported error, without waiting (reported at exit).
   virtual Status TakeAnyError() = 0;
+
+  // Waits up to `timeout_us` microseconds for task `seq` (and everything before it); returns
+  // whether it has finished. For a wait that stays interruptible: the caller wakes to check for
+  // a signal between calls (csrc/torch/interrupt.h).
+  virtual bool WaitDone(uint64_t seq, int64_t timeout_us) = 0;
+  // Cancels every queued task that has not started (the running one finishes): each is skipped,
+  // its new results fail with `why` (Code::kCancelled), already reported -- whoever cancels tells
+  // the user -- and what it was to update in place keeps its value (Note [Cancellation]).
+  // Returns the number of tasks it cancelled, at most.
+  virtual uint64_t Cancel(Status why) = 0;
 
   virtual bool Done(uint64_t seq) const = 0;
   virtual uint64_t submitted() const = 0;  // sequence number of the last task submitted

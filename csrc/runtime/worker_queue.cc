@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -236,13 +238,16 @@ Status WorkerQueue::Execute(Item& item, RunReport* report) {
 }
 
 void WorkerQueue::RunItem(Item& item) {
+  if (item.seq <= cancel_upto_.load(std::memory_order_acquire)) {
+    SkipCancelled(item);
+    return;
+  }
   // Note [Failed buffers]: a task that reads a failed buffer does not run on its garbage.
-  for (const Binding& b : item.launch.params) {
+  for (size_t p = 0; p < item.launch.params.size(); ++p) {
+    const Binding& b = item.launch.params[p];
     uint64_t origin = b.buffer() ? b.buffer()->failed() : 0;
     if (origin) {
-      RecordSkip(item, origin);
-      for (const Binding& r : item.launch.results)
-        if (r.buffer()) r.buffer()->set_failed(origin);
+      RecordSkip(item, p, origin);
       return;
     }
   }
@@ -250,16 +255,8 @@ void WorkerQueue::RunItem(Item& item) {
   report.failed_op = -1;
   report.failed_results.clear();
   Status st = Execute(item, &report);
-  const auto& results = item.launch.results;
   if (!st.ok()) {
     RecordError(item, st, report);
-    bool all = report.failed_results.size() != results.size();
-    for (size_t i = 0; i < results.size(); ++i) {
-      Buffer* b = results[i].buffer();
-      if (!b) continue;
-      if (all || report.failed_results[i]) b->set_failed(item.seq);
-      else if (b->failed() && results[i].CoversBuffer()) b->set_failed(0);
-    }
     return;
   }
   // A result that overwrote its whole buffer holds a valid value again.
@@ -282,52 +279,174 @@ void ForEachInPlaceResult(const Launch& launch, F f) {
 }
 }  // namespace
 
+namespace {
+// The origin of op `op` of the launch's source program (a fused window's ops), or null.
+const OpOrigin* OriginOfSourceOp(const TaskContext& ctx, int op) {
+  if (!ctx.origins || op < 0 || op >= static_cast<int>(ctx.origins->size())) return nullptr;
+  return &(*ctx.origins)[op];
+}
+// The first op of the source program that reads parameter `param` (-1: none).
+int FirstReader(const Launch& launch, size_t param) {
+  if (!launch.executable) return -1;
+  const Graph& g = launch.executable->source();
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    for (int v : g.ops[i].operands)
+      if (v == static_cast<int>(param)) return static_cast<int>(i);
+  return -1;
+}
+std::string Where(const char* op, const std::string& location) {
+  return std::string(op) + (location.empty() ? "" : " (issued at " + location + ")");
+}
+}  // namespace
+
 void WorkerQueue::RecordError(const Item& item, const Status& st, const RunReport& report) {
   const int failed_op = report.failed_op;
   static Counter* device_errors = GetCounter("device_errors");
   device_errors->Add();
   const char* op = item.ctx.op;
   const std::string* location = &item.ctx.location;
-  if (item.ctx.origins && failed_op >= 0 && item.launch.executable) {
-    int src = item.launch.executable->SourceOp(failed_op);
-    if (src >= 0 && src < static_cast<int>(item.ctx.origins->size())) {
-      op = (*item.ctx.origins)[src].op;
-      location = &(*item.ctx.origins)[src].location;
+  int thread = item.ctx.thread;
+  if (failed_op >= 0 && item.launch.executable)
+    if (const OpOrigin* o = OriginOfSourceOp(item.ctx, item.launch.executable->SourceOp(failed_op))) {
+      op = o->op;
+      location = &o->location;
+      if (o->thread) thread = o->thread;  // a fused window: the thread that issued the op
     }
-  }
-  std::string where = location->empty() ? "" : " (issued at " + *location + ")";
   ErrorRecord rec;
   rec.seq = item.seq;
-  rec.status = Status(st.code(), std::string(op) + where + ": " + st.message());
-  rec.thread = item.ctx.thread;
-  bool all = report.failed_results.size() != item.launch.results.size();
+  rec.status = Status(st.code(), Where(op, *location) + ": " + st.message());
+  rec.thread = thread;
+  const auto& results = item.launch.results;
+  bool all = report.failed_results.size() != results.size();
   ForEachInPlaceResult(item.launch, [&](Buffer* b) {
-    for (size_t i = 0; i < item.launch.results.size(); ++i)
-      if (item.launch.results[i].buffer() == b && (all || report.failed_results[i])) {
+    for (size_t i = 0; i < results.size(); ++i)
+      if (results[i].buffer() == b && (all || report.failed_results[i])) {
         b->Retain();
         rec.restore.push_back(b);
         return;
       }
   });
   std::lock_guard<std::mutex> lock(errors_mu_);
+  for (size_t i = 0; i < results.size(); ++i) {
+    Buffer* b = results[i].buffer();
+    if (!b) continue;
+    if (all || report.failed_results[i]) b->set_failed(item.seq);
+    else if (b->failed() && results[i].CoversBuffer()) b->set_failed(0);
+  }
   errors_.push_back(std::move(rec));
   unreported_.fetch_add(1, std::memory_order_release);
   // Reported records stay a while (a failed buffer read later names its origin); bound them.
   while (errors_.size() > 256 && errors_.front().reported) errors_.pop_front();
 }
 
-void WorkerQueue::RecordSkip(const Item& item, uint64_t origin) {
+void WorkerQueue::RecordSkip(const Item& item, size_t failed_param, uint64_t origin) {
   static Counter* skipped = GetCounter("tasks_skipped_after_error");
   skipped->Add();
   std::lock_guard<std::mutex> lock(errors_mu_);
-  skipped_.emplace_back(item.seq, origin);
-  if (skipped_.size() > 1024) skipped_.pop_front();
   ErrorRecord* rec = FindLocked(origin);
-  if (!rec || rec->reported) return;  // a failed buffer whose error was reported stays failed
-  ForEachInPlaceResult(item.launch, [&](Buffer* b) {
-    b->Retain();
-    rec->restore.push_back(b);
-  });
+  // A task issued before its input's error was reported belongs to what that error reported
+  // (the rest of a failed training step): it joins the error. One issued after it -- work that
+  // goes on using a value known to have none -- is a new error of its own, reported once at
+  // the sync points that concern it, so none is silent.
+  bool joins = rec && (!rec->reported || item.seq <= rec->reported_at);
+  uint64_t cause = origin;
+  if (!joins) {
+    const char* op = item.ctx.op;
+    const std::string* location = &item.ctx.location;
+    int thread = item.ctx.thread;
+    if (const OpOrigin* o = OriginOfSourceOp(item.ctx, FirstReader(item.launch, failed_param))) {
+      op = o->op;
+      location = &o->location;
+      if (o->thread) thread = o->thread;
+    }
+    ErrorRecord fresh;
+    fresh.seq = cause = item.seq;
+    std::string why = !rec                       ? " failed (its error was reported earlier)"
+                      : (origin & kCancelTag) ? " was cancelled (" + rec->status.message() + ")"
+                                              : " failed earlier with: " + rec->status.message();
+    fresh.status = Status(rec ? rec->status.code() : Code::kFailedPrecondition,
+                          Where(op, *location) + ": this op did not run: an input has no value, because the device "
+                          "op that was to compute it" + why);
+    fresh.thread = thread;
+    errors_.push_back(std::move(fresh));
+    unreported_.fetch_add(1, std::memory_order_release);
+    rec = &errors_.back();
+  }
+  skipped_.emplace_back(item.seq, cause);
+  if (skipped_.size() > 1024) skipped_.pop_front();
+  // What the task was to update in place still holds its value from before: failed until the
+  // error is reported, then valid again (at once, when it already was reported).
+  std::vector<Buffer*> in_place;
+  ForEachInPlaceResult(item.launch, [&](Buffer* b) { in_place.push_back(b); });
+  for (const Binding& r : item.launch.results) {
+    Buffer* b = r.buffer();
+    if (!b) continue;
+    bool kept = std::find(in_place.begin(), in_place.end(), b) != in_place.end();
+    if (kept && rec->reported) continue;
+    if (kept && std::find(rec->restore.begin(), rec->restore.end(), b) == rec->restore.end()) {
+      b->Retain();
+      rec->restore.push_back(b);
+    }
+    b->set_failed(cause);
+  }
+}
+
+// Note [Cancellation]: Cancel() marks every task issued so far that has not started (the worker
+// checks the mark before it runs a task); one error record, already reported, explains them all.
+// A cancelled task's new results fail with it; what it was to update in place keeps the value it
+// had, as when a CPU program is interrupted before those ops: the device's state is that of a
+// point before the interrupt, and a value the program holds that was never computed says so when
+// it is read (or used: work issued after the cancel that reads it fails with its own error).
+uint64_t WorkerQueue::Cancel(Status why) {
+  static Counter* cancels = GetCounter("queue_cancels");
+  cancels->Add();
+  std::lock_guard<std::mutex> lock(mu_);  // no task is issued meanwhile
+  uint64_t upto = seq_.load(std::memory_order_acquire);
+  {
+    std::lock_guard<std::mutex> elock(errors_mu_);
+    ErrorRecord rec;
+    rec.seq = cancel_origin_ = kCancelTag | ++cancels_;
+    rec.status = std::move(why);
+    rec.reported = true;
+    rec.reported_at = upto;
+    errors_.push_back(std::move(rec));
+    while (errors_.size() > 256 && errors_.front().reported) errors_.pop_front();
+  }
+  cancel_upto_.store(upto, std::memory_order_release);
+  uint64_t done = completed_.load(std::memory_order_acquire);
+  return upto > done ? upto - done : 0;
+}
+
+void WorkerQueue::SkipCancelled(const Item& item) {
+  static Counter* cancelled = GetCounter("tasks_cancelled");
+  cancelled->Add();
+  std::lock_guard<std::mutex> lock(errors_mu_);
+  skipped_.emplace_back(item.seq, cancel_origin_);
+  if (skipped_.size() > 1024) skipped_.pop_front();
+  std::vector<Buffer*> in_place;
+  ForEachInPlaceResult(item.launch, [&](Buffer* b) { in_place.push_back(b); });
+  for (const Binding& r : item.launch.results)
+    if (Buffer* b = r.buffer(); b && std::find(in_place.begin(), in_place.end(), b) == in_place.end())
+      b->set_failed(cancel_origin_);
+}
+
+bool WorkerQueue::WaitDone(uint64_t seq, int64_t timeout_us) {
+  if (completed_.load(std::memory_order_acquire) >= seq) return true;
+  std::unique_lock<std::mutex> lock(mu_);
+  waiters_.fetch_add(1, std::memory_order_seq_cst);
+  done_cv_.wait_for(lock, std::chrono::microseconds(timeout_us),
+                    [&] { return completed_.load(std::memory_order_seq_cst) >= seq; });
+  waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  return completed_.load(std::memory_order_seq_cst) >= seq;
+}
+
+Status WorkerQueue::NoValue(const ErrorRecord& rec) {
+  if (rec.seq & kCancelTag)
+    return Status(rec.status.code(), "this tensor has no value: the device op that was to compute it was cancelled (" +
+                                         rec.status.message() + ")");
+  return Status(rec.status.code(),
+                "this tensor has no value: the device op that was to compute it failed earlier with: " +
+                    rec.status.message());
 }
 
 WorkerQueue::ErrorRecord* WorkerQueue::FindLocked(uint64_t seq) {
@@ -339,6 +458,7 @@ WorkerQueue::ErrorRecord* WorkerQueue::FindLocked(uint64_t seq) {
 Status WorkerQueue::ReportLocked(ErrorRecord& rec) {
   if (!rec.reported) {
     rec.reported = true;
+    rec.reported_at = seq_.load(std::memory_order_acquire);
     unreported_.fetch_sub(1, std::memory_order_acq_rel);
     for (Buffer* b : rec.restore) {
       if (b->failed() == rec.seq) b->set_failed(0);
@@ -412,6 +532,7 @@ Status WorkerQueue::WaitFor(uint64_t seq) {
     if (it->first != seq) continue;
     ErrorRecord* rec = FindLocked(it->second);
     if (rec && !rec->reported) return ReportLocked(*rec);
+    if (it->second & kCancelTag) return rec ? rec->status : Cancelled("this op was cancelled");
     return FailedPrecondition("this op did not run: an input has no value, because the device op that was to "
                               "compute it failed" + (rec ? " earlier with: " + rec->status.message() : std::string()));
   }
@@ -428,9 +549,7 @@ Status WorkerQueue::SyncBuffer(const Buffer* buffer) {
     ErrorRecord* rec = FindLocked(origin);
     if (!rec) return FailedPrecondition("this tensor has no value: the device op that was to compute it failed "
                                         "(its error was reported earlier)");
-    if (rec->reported)
-      return Status(rec->status.code(), "this tensor has no value: the device op that was to compute it failed "
-                                        "earlier with: " + rec->status.message());
+    if (rec->reported) return NoValue(*rec);
     return ReportLocked(*rec);
   }
   int me = ThreadId();
@@ -467,8 +586,8 @@ Status WorkerQueue::Read(Buffer* src, int64_t offset, int64_t nbytes, void* dst)
     std::lock_guard<std::mutex> lock(errors_mu_);
     ErrorRecord* rec = FindLocked(origin);
     if (rec && !rec->reported) return ReportLocked(*rec);
-    return FailedPrecondition("this tensor has no value: the device op that was to compute it failed" +
-                              (rec ? " earlier with: " + rec->status.message() : std::string()));
+    if (rec) return NoValue(*rec);
+    return FailedPrecondition("this tensor has no value: the device op that was to compute it failed");
   }
   if (nbytes == 0) return Status::Ok();
   return executor_->Read(src, offset, nbytes, dst);

@@ -36,6 +36,8 @@ class WorkerQueue final : public Queue {
   Status SyncBuffer(const Buffer* buffer) override;
   Status Synchronize() override;
   Status TakeAnyError() override;
+  bool WaitDone(uint64_t seq, int64_t timeout_us) override;
+  uint64_t Cancel(Status why) override;
 
   bool Done(uint64_t seq) const override { return completed_.load(std::memory_order_acquire) >= seq; }
   uint64_t submitted() const override { return seq_.load(std::memory_order_acquire); }
@@ -67,6 +69,7 @@ class WorkerQueue final : public Queue {
     Status status;
     int thread = 0;
     bool reported = false;
+    uint64_t reported_at = 0;  // the last task issued when it was reported
     // Buffers a skipped task was to update in place: their contents are still the values from
     // before the failure, so once the error is reported they are valid again.
     std::vector<Buffer*> restore;
@@ -84,13 +87,19 @@ class WorkerQueue final : public Queue {
   // Runs one item (on the worker, or inline under mu_), applying Note [Failed buffers].
   void RunItem(Item& item);
   Status Execute(Item& item, RunReport* report);
+  // Both mark the item's failed results under errors_mu_, so a sync point reporting the error at
+  // the same time restores what it should.
   void RecordError(const Item& item, const Status& st, const RunReport& report);
-  void RecordSkip(const Item& item, uint64_t origin);
+  void RecordSkip(const Item& item, size_t failed_param, uint64_t origin);
+  // A task Cancel() reached before it started.
+  void SkipCancelled(const Item& item);
   // Waits (spin, then block) until task `seq` has finished.
   void WaitUntilDone(uint64_t seq);
   // Marks `record` reported and returns its status (restoring the buffers it kept). Under mu_.
   Status ReportLocked(ErrorRecord& record);
   ErrorRecord* FindLocked(uint64_t seq);
+  // The error of reading a buffer whose failure `rec` (reported) explains.
+  static Status NoValue(const ErrorRecord& rec);
   void WorkerLoop();
   void WakeWaiters();
 
@@ -115,6 +124,13 @@ class WorkerQueue final : public Queue {
   std::deque<ErrorRecord> errors_;  // in sequence order
   std::deque<std::pair<uint64_t, uint64_t>> skipped_;  // (task, origin) of tasks that did not run (bounded)
   std::atomic<int> unreported_{0};
+  // Note [Cancellation]: tasks up to this sequence number that have not started are skipped, and
+  // their results fail with the error record `cancel_origin_` (under errors_mu_). Record ids of
+  // cancellations carry kCancelTag, so they never equal a task's sequence number.
+  std::atomic<uint64_t> cancel_upto_{0};
+  uint64_t cancel_origin_ = 0;
+  uint64_t cancels_ = 0;
+  static constexpr uint64_t kCancelTag = uint64_t{1} << 63;
   alignas(64) std::atomic<uint64_t> submitted_{0};  // ring tasks published to the worker
   alignas(64) std::atomic<uint64_t> completed_{0};  // sequence number of the last finished task
   std::atomic<uint64_t> ring_done_{0};              // ring tasks finished

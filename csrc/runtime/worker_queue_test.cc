@@ -427,5 +427,76 @@ TEST_F(FailedBufferTest, AnErrorNothingSyncsIsKeptForExit) {
   for (Buffer* x : {a, b}) x->Release();
 }
 
+
+TEST_F(FailedBufferTest, WorkIssuedBeforeTheReportJoinsTheError) {
+  // Strict mode's training step, with the sync point reporting the loss's error before the
+  // worker has reached the update: the update (issued before the report) is part of what was
+  // reported -- its in-place target keeps its value, valid, and nothing is reported twice.
+  Buffer *x = New(1), *loss = New(0), *grad = New(0), *w = New(10);
+  std::atomic<bool> go{false};
+  Run("fail", x, loss, "aten::nll_loss", "t.py:1");
+  Run("copy", loss, grad, "aten::nll_loss_backward", "t.py:2");
+  q.Enqueue([&] { while (!go.load()) std::this_thread::yield(); return Status::Ok(); }, TaskContext("hold"));
+  uint64_t update = Run("add1", w, w, "aten::add_", "t.py:3", grad);
+  EXPECT_EQ(q.SyncBuffer(loss).code(), Code::kOutOfRange);  // loss.item(): the update has not run yet
+  go = true;
+  q.WaitFor(update).IgnoreError();
+  EXPECT_EQ(Value(w), 10);
+  EXPECT_EQ(w->failed(), 0u);
+  EXPECT_TRUE(q.Synchronize().ok());
+  for (Buffer* b : {x, loss, grad, w}) b->Release();
+}
+
+TEST_F(FailedBufferTest, WorkIssuedAfterTheReportIsAnErrorOfItsOwn) {
+  // Using a value known to have no value after its error was reported: the op does not run,
+  // its in-place target keeps its value, and the next sync point that concerns it says why, once.
+  Buffer *x = New(1), *grad = New(0), *w = New(10), *z = New(0);
+  Run("fail", x, grad, "aten::nll_loss", "t.py:1");
+  EXPECT_EQ(q.Synchronize().code(), Code::kOutOfRange);
+  Run("add1", w, w, "aten::add_", "t.py:5", grad);
+  Run("copy", w, z, "aten::copy_", "t.py:6");  // reads w: skipped too, part of the same error
+  Status st = q.SyncBuffer(z);
+  EXPECT_EQ(st.code(), Code::kOutOfRange);
+  EXPECT_EQ(st.message(), "aten::add_ (issued at t.py:5): this op did not run: an input has no value, because the "
+                          "device op that was to compute it failed earlier with: aten::nll_loss (issued at t.py:1): "
+                          "index 5 is out of bounds");
+  EXPECT_EQ(w->failed(), 0u);  // reported: the weights are valid, unchanged
+  EXPECT_EQ(Value(w), 10);
+  EXPECT_TRUE(q.Synchronize().ok());
+  for (Buffer* b : {x, grad, w, z}) b->Release();
+}
+
+TEST_F(FailedBufferTest, CancelSkipsWhatHasNotStarted) {
+  Buffer *a = New(1), *b = New(0), *w = New(10);
+  std::atomic<bool> go{false}, started{false};
+  q.Enqueue([&] { started = true; while (!go.load()) std::this_thread::yield(); return Status::Ok(); },
+            TaskContext("long"));
+  while (!started.load()) std::this_thread::yield();
+  uint64_t copy = Run("copy", a, b, "aten::copy_", "c.py:1");
+  Run("add1", w, w, "aten::add_", "c.py:2");
+  EXPECT_FALSE(q.WaitDone(copy, 1000));  // a timed wait returns while the work is queued
+  EXPECT_EQ(q.Cancel(Cancelled("interrupted")), 3u);  // the running task and the two queued
+  go = true;
+  EXPECT_TRUE(q.WaitDone(copy + 1, 10 * 1000 * 1000));
+  EXPECT_EQ(ex.runs.load(), 0);
+  EXPECT_EQ(Value(w), 10);   // updated in place: keeps its value, valid
+  EXPECT_EQ(w->failed(), 0u);
+  EXPECT_TRUE(q.Synchronize().ok());  // the canceller reported it: nothing left to raise
+  EXPECT_EQ(q.WaitFor(copy).code(), Code::kCancelled);
+  Status read = q.SyncBuffer(b);  // a new value that was never computed
+  EXPECT_EQ(read.code(), Code::kCancelled);
+  EXPECT_EQ(read.message(), "this tensor has no value: the device op that was to compute it was cancelled "
+                            "(interrupted)");
+  // Work issued afterwards runs; what reads the cancelled value fails with its own error.
+  Run("add1", w, w, "aten::add_", "c.py:3");
+  Run("copy", b, a, "aten::copy_", "c.py:4");
+  Status st = q.Synchronize();
+  EXPECT_EQ(st.message(), "aten::copy_ (issued at c.py:4): this op did not run: an input has no value, because the "
+                          "device op that was to compute it was cancelled (interrupted)");
+  EXPECT_EQ(Value(w), 11);
+  EXPECT_TRUE(q.Synchronize().ok());
+  for (Buffer* x : {a, b, w}) x->Release();
+}
+
 }  // namespace
 }  // namespace tpu

@@ -14,6 +14,7 @@
 #include "torch/deferred/capture.h"
 #include "torch/fork.h"
 #include "torch/generator.h"
+#include "torch/sync_wait.h"
 #include "torch/tensor_utils.h"
 
 namespace tpu::torch_bridge {
@@ -176,7 +177,10 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void synchronizeEvent(void* event) const override {
     auto* ev = static_cast<TpuEvent*>(event);
-    if (ev) Check(DeviceFor(ev->device).queue().WaitFor(ev->seq));
+    if (!ev) return;
+    Queue& q = DeviceFor(ev->device).queue();
+    WaitInterruptibly(q, ev->seq);
+    Check(q.WaitFor(ev->seq));
   }
   void synchronizeDevice(const c10::DeviceIndex index) const override {
     SyncDevice(index < 0 ? current_device : index);
@@ -497,14 +501,18 @@ void SyncTensor(const at::Tensor& t) {
   syncs->Add();
   Buffer* b = BufferOf(t);
   if (b) PrepareHostAccess(b);
-  Check(DeviceOf(t).queue().SyncBuffer(b));
+  Queue& q = DeviceOf(t).queue();
+  WaitInterruptibly(q, b ? b->last_use() : q.submitted());
+  Check(q.SyncBuffer(b));
 }
 
 void SyncDevice(int index) {
   static Counter* syncs = GetCounter("host_syncs");
   syncs->Add();
   PrepareDeviceSync(index);
-  Check(DeviceFor(index).queue().Synchronize());
+  Queue& q = DeviceFor(index).queue();
+  WaitInterruptibly(q, q.submitted());
+  Check(q.Synchronize());
 }
 
 c10::Allocator* GetTpuAllocator() { return &g_allocator; }

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 
 #include <cctype>
@@ -23,6 +24,7 @@
 #include "torch/generator.h"
 #include "torch/lower/context.h"
 #include "torch/python_location.h"
+#include "torch/sync_wait.h"
 #include "torch/tensor_utils.h"
 
 namespace py = pybind11;
@@ -85,9 +87,18 @@ py::dict MemoryStatsDict(int index) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native extension";
+  // A Python error raised inside a wait (Note [Interruptible waits]) reaches Python as itself.
+  py::register_local_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (python_error& e) {
+      e.restore();
+    }
+  });
   m.def("_register_device", [] {
     RegisterDevice();
     RegisterForkHandler();  // from now on the device counts as initialised (Note [Fork])
+    RegisterExitStatusHandler();  // Note [Errors at exit]
     // Size the executor's pool once, before any kernel runs; every job is capped at PyTorch's
     // intra-op thread count, so torch.set_num_threads(n) holds for the device's kernels too (one
     // budget: at::get_num_threads reads a global, safe from the queue worker).
@@ -104,6 +115,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("synchronize", [](int i) {
     py::gil_scoped_release release;
     SyncDevice(i < 0 ? CurrentDeviceIndex() : i);
+  });
+  m.def("_take_errors_at_exit", [] {
+    py::gil_scoped_release release;
+    return TakeErrorsAtExit();
   });
   m.def("get_device_properties", &Properties);
   m.def("memory_stats", &MemoryStatsDict);

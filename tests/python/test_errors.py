@@ -141,12 +141,7 @@ def test_float_division_by_int_zero_is_not_an_error(mode, name):
     check_same(INT_DIV_BY_ZERO[name], torch.tensor([5.0, -6.0, 0.0]))
 
 
-@pytest.mark.xfail(reason="a zero inside a device divisor tensor is data-dependent: the device gives -1 "
-                          "instead of raising ZeroDivisionError (needs a checked integer division)",
-                   strict=True)
-def test_integer_division_by_zero_device_tensor(mode):
-    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
-        (torch.tensor([5, 6], device="tpu") // torch.tensor([0, 1], device="tpu")).cpu()
+# A zero inside a device divisor tensor: tests/python/test_check_op.py.
 
 
 # ---- out of memory -------------------------------------------------------------------------------

@@ -63,6 +63,7 @@ Status RunKernel(const Op& op, const std::vector<View>& views, const View& out) 
     case OpCode::kGather: return RunGather(op, in(0), in(1), out);
     case OpCode::kScatter: return RunScatter(op, in(0), in(1), in(2), out);
     case OpCode::kRngBitGenerator: return RunRngBits(op, in(0), out);
+    case OpCode::kCheck: return RunCheck(op, in(0), in(1), out);
     case OpCode::kConvolution: return RunConvolution(op, in(0), in(1), out);
     case OpCode::kReduceWindow: return RunReduceWindow(op, in(0), in(1), out);
     case OpCode::kArgReduceWindow: return RunArgReduceWindow(op, in(0), in(1), out);

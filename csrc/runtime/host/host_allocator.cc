@@ -1,47 +1,146 @@
 #include "runtime/host/host_allocator.h"
 
-#include <cstdlib>
-#include <cstring>
+#include <sys/mman.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <string>
 
 #include "runtime/memory.h"
 
 namespace tpu::host {
+namespace {
 
-HostAllocator::~HostAllocator() { EmptyCacheLocked(); }
+constexpr int64_t kGranule = 512;
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kSmallRequest = kMiB;        // up to this: the small pool
+constexpr int64_t kSmallSegment = 2 * kMiB;
+constexpr int64_t kMidRequest = 10 * kMiB;     // up to this: 20 MiB segments
+constexpr int64_t kMidSegment = 20 * kMiB;
+constexpr int64_t kSegmentRound = 2 * kMiB;
+constexpr int64_t kPage = 4096;
 
-int64_t HostAllocator::RoundSize(int64_t nbytes) {
-  if (nbytes <= 0) return 64;
-  if (nbytes < (1 << 20)) return (nbytes + 511) & ~int64_t{511};
-  return (nbytes + (1 << 20) - 1) & ~((int64_t{1} << 20) - 1);
+int64_t RoundUp(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
+
+// Whether the rest of a free block of `block` bytes, after `size` are taken, is kept as a block.
+bool WorthSplitting(int64_t block, int64_t size, bool small) {
+  int64_t rest = block - size;
+  return small ? rest >= kGranule : rest > kSmallRequest;
+}
+
+}  // namespace
+
+HostAllocator::HostAllocator(int device, int64_t capacity) : device_(device) { stats_.capacity = capacity; }
+
+HostAllocator::~HostAllocator() {
+  // Segments with live blocks stay mapped (buffers may outlive the device at process exit).
+  std::lock_guard<std::mutex> lock(mu_);
+  ReleaseFreeSegmentsLocked();
+}
+
+int64_t HostAllocator::RoundSize(int64_t nbytes) { return nbytes <= 0 ? kGranule : RoundUp(nbytes, kGranule); }
+
+int64_t HostAllocator::SegmentSize(int64_t size) {
+  if (size <= kSmallRequest) return kSmallSegment;
+  if (size <= kMidRequest) return kMidSegment;
+  return RoundUp(size, kSegmentRound);
+}
+
+StatusOr<HostAllocator::Block*> HostAllocator::MapSegmentLocked(int64_t size, bool small) {
+  int64_t seg = SegmentSize(size);
+  // No free block fits: the wholly free large segments are all smaller than the request, and
+  // would only pile up as shapes grow. They go back before a larger one is mapped, so a loop
+  // over changing shapes settles on one working set (sized by its largest step).
+  if (!small) ReleaseFreeSegmentsLocked(/*pool=*/&large_free_, /*smaller_than=*/size);
+  if (stats_.reserved + seg > stats_.capacity) ReleaseFreeSegmentsLocked();
+  // Near the budget, a segment of the request's own size may still fit.
+  if (stats_.reserved + seg > stats_.capacity) seg = RoundUp(size, kPage);
+  if (stats_.reserved + seg > stats_.capacity) {
+    ++stats_.num_ooms;
+    return OutOfMemory(device_, size, stats_.allocated, stats_.capacity);
+  }
+  void* p = mmap(nullptr, static_cast<size_t>(seg), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    ++stats_.num_ooms;
+    return ResourceExhausted("tpu:" + std::to_string(device_) + " out of memory: the host could not back " +
+                             FormatMib(seg));
+  }
+  ++segments_;
+  stats_.reserved += seg;
+  if (stats_.reserved > stats_.peak_reserved) stats_.peak_reserved = stats_.reserved;
+  return new Block{static_cast<char*>(p), seg, true, small, nullptr, nullptr};
 }
 
 StatusOr<void*> HostAllocator::TakeBlockLocked(int64_t nbytes) {
   int64_t size = RoundSize(nbytes);
-  void* p = nullptr;
-  auto it = cache_.find(size);
-  if (it != cache_.end() && !it->second.empty()) {
-    p = it->second.back();
-    it->second.pop_back();
+  bool small = size <= kSmallRequest;
+  FreeSet& pool = PoolOf(small);
+  Block key{nullptr, size, true, small, nullptr, nullptr};
+  Block* b = nullptr;
+  auto it = pool.lower_bound(&key);  // best fit: the smallest free block that is large enough
+  if (it != pool.end()) {
+    b = *it;
+    pool.erase(it);
   } else {
-    if (stats_.reserved + size > stats_.capacity) EmptyCacheLocked();
-    if (stats_.reserved + size > stats_.capacity) {
-      ++stats_.num_ooms;
-      return OutOfMemory(device_, nbytes, stats_.allocated, stats_.capacity);
-    }
-    p = std::aligned_alloc(64, size);
-    if (!p) {
-      ++stats_.num_ooms;
-      return ResourceExhausted("tpu:" + std::to_string(device_) + " out of memory: the host could not back " +
-                               FormatMib(nbytes));
-    }
-    stats_.reserved += size;
-    if (stats_.reserved > stats_.peak_reserved) stats_.peak_reserved = stats_.reserved;
+    TPU_ASSIGN_OR_RETURN(b, MapSegmentLocked(size, small));
   }
-  stats_.allocated += size;
+  if (WorthSplitting(b->size, size, small)) {
+    auto* rest = new Block{b->ptr + size, b->size - size, true, small, b, b->next};
+    if (b->next) b->next->prev = rest;
+    b->next = rest;
+    b->size = size;
+    pool.insert(rest);
+  }
+  b->free = false;
+  live_.emplace(b->ptr, b);
+  stats_.allocated += b->size;
   if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
   ++stats_.num_allocs;
-  return p;
+  return static_cast<void*>(b->ptr);
+}
+
+void HostAllocator::ReturnBlockLocked(Block* b) {
+  stats_.allocated -= b->size;
+  ++stats_.num_frees;
+  FreeSet& pool = PoolOf(b->small);
+  b->free = true;
+  // Merge with free neighbours: one block per free run of a segment.
+  if (Block* n = b->next; n && n->free) {
+    pool.erase(n);
+    b->size += n->size;
+    b->next = n->next;
+    if (n->next) n->next->prev = b;
+    delete n;
+  }
+  if (Block* p = b->prev; p && p->free) {
+    pool.erase(p);
+    p->size += b->size;
+    p->next = b->next;
+    if (b->next) b->next->prev = p;
+    delete b;
+    b = p;
+  }
+  pool.insert(b);
+}
+
+void HostAllocator::ReleaseFreeSegmentsLocked(FreeSet* only, int64_t smaller_than) {
+  for (FreeSet* pool : {&small_free_, &large_free_}) {
+    if (only && pool != only) continue;
+    for (auto it = pool->begin(); it != pool->end();) {
+      Block* b = *it;
+      if (b->size >= smaller_than) break;  // ordered by size
+      if (b->prev || b->next) {  // part of a segment still in use
+        ++it;
+        continue;
+      }
+      munmap(b->ptr, static_cast<size_t>(b->size));
+      stats_.reserved -= b->size;
+      --segments_;
+      it = pool->erase(it);
+      delete b;
+    }
+  }
 }
 
 StatusOr<Buffer*> HostAllocator::Allocate(int64_t nbytes, bool materialize) {
@@ -73,17 +172,28 @@ StatusOr<void*> HostAllocator::TakeScratch(int64_t nbytes) {
   return TakeBlockLocked(nbytes);
 }
 
-void HostAllocator::ReturnScratch(void* block, int64_t nbytes) {
-  int64_t size = RoundSize(nbytes);
+void HostAllocator::ReturnScratch(void* block, int64_t) {
   std::lock_guard<std::mutex> lock(mu_);
-  stats_.allocated -= size;
-  ++stats_.num_frees;
-  cache_[size].push_back(block);
+  auto it = live_.find(block);
+  if (it == live_.end()) return;  // not ours (a bug elsewhere); never corrupt the free lists
+  Block* b = it->second;
+  live_.erase(it);
+  ReturnBlockLocked(b);
 }
 
 MemoryStats HostAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
+}
+
+int64_t HostAllocator::num_segments() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return segments_;
+}
+
+int64_t HostAllocator::num_free_blocks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(small_free_.size() + large_free_.size());
 }
 
 void HostAllocator::ResetPeak() {
@@ -98,16 +208,15 @@ void HostAllocator::ResetAccumulated() {
 }
 
 void HostAllocator::EmptyCache() {
-  std::lock_guard<std::mutex> lock(mu_);
-  EmptyCacheLocked();
-}
-
-void HostAllocator::EmptyCacheLocked() {
-  for (auto& [size, blocks] : cache_) {
-    for (void* p : blocks) std::free(p);
-    stats_.reserved -= size * static_cast<int64_t>(blocks.size());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ReleaseFreeSegmentsLocked();
   }
-  cache_.clear();
+  // Host memory the device's work freed through the C heap (kernels' temporaries, CPU-fallback
+  // copies) goes back to the system too.
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
 }
 
 }  // namespace tpu::host

@@ -1,11 +1,27 @@
-// The host backend's allocator: device memory is host memory, from a size-bucketed cache of
-// freed blocks, within a capacity budget (the chip's HBM, capped by what the host can back).
+// The host backend's allocator: device memory is host memory, kept within a capacity budget (the
+// chip's HBM, capped by what the host and its cgroup can back: runtime/allocator.h
+// HostAvailableBytes).
+//
+// Note [Host allocator]: a caching allocator in the manner of PyTorch's CUDA one. Memory comes
+// from the system in segments (mmap): 2 MiB segments serve requests below 1 MiB (the small
+// pool), 20 MiB segments requests up to 10 MiB, larger requests a segment of their own size
+// (rounded to 2 MiB) -- the large pool. A request takes the best-fitting free block of its pool
+// (the smallest that is large enough), split when the rest is worth keeping (512 bytes in the
+// small pool, more than 1 MiB in the large one); a freed block merges with its free neighbours.
+// When nothing fits a large request, the wholly free large segments (all too small for it) are
+// unmapped before a new one is mapped.
+// So freed memory serves requests of any size, not only of the size it had: a loop whose shapes
+// change (sequence lengths, batch sizes) reuses one working set instead of caching a set per
+// shape. EmptyCache() unmaps every segment that is wholly free (its pages go back to the system
+// at once) and trims the C heap. A request that does not fit the budget first returns the free
+// segments, then fails with an out-of-memory error; fragmentation can make that happen before the
+// budget is reached, as on a GPU.
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <mutex>
-#include <vector>
+#include <set>
+#include <unordered_map>
 
 #include "runtime/allocator.h"
 
@@ -13,7 +29,7 @@ namespace tpu::host {
 
 class HostAllocator final : public Allocator {
  public:
-  HostAllocator(int device, int64_t capacity) : device_(device) { stats_.capacity = capacity; }
+  HostAllocator(int device, int64_t capacity);
   ~HostAllocator() override;
   StatusOr<Buffer*> Allocate(int64_t nbytes, bool materialize = true) override;
   Status Materialize(Buffer* buffer) override;
@@ -24,20 +40,47 @@ class HostAllocator final : public Allocator {
   void EmptyCache() override;
   int64_t capacity() const override { return stats_.capacity; }
 
-  // The size class a request of `nbytes` takes (64-byte aligned blocks).
+  // The block size a request of `nbytes` takes: 512-byte granules (64-byte aligned blocks).
   static int64_t RoundSize(int64_t nbytes);
+  // The segment a request of rounded `size` would map when nothing cached fits.
+  static int64_t SegmentSize(int64_t size);
   // A launch's scratch memory: counted in the device's memory like any buffer while it is held
   // (so peak memory figures include it) and cached like one when it is returned.
   StatusOr<void*> TakeScratch(int64_t nbytes);
   void ReturnScratch(void* block, int64_t nbytes);
+  // Segments mapped now, and free blocks (for tests of the cache's shape).
+  int64_t num_segments() const;
+  int64_t num_free_blocks() const;
 
  private:
+  struct Block {
+    char* ptr;
+    int64_t size;
+    bool free;
+    bool small;       // its segment's pool
+    Block* prev;      // neighbours within the segment (null at its ends)
+    Block* next;
+  };
+  struct BySize {
+    bool operator()(const Block* a, const Block* b) const {
+      return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
+    }
+  };
+  using FreeSet = std::set<Block*, BySize>;
+
   StatusOr<void*> TakeBlockLocked(int64_t nbytes);
-  void EmptyCacheLocked();
+  StatusOr<Block*> MapSegmentLocked(int64_t size, bool small);
+  void ReturnBlockLocked(Block* b);
+  // Unmaps the wholly free segments (of one pool, and below a size, when given).
+  void ReleaseFreeSegmentsLocked(FreeSet* only = nullptr, int64_t smaller_than = INT64_MAX);
+  FreeSet& PoolOf(bool small) { return small ? small_free_ : large_free_; }
+
   int device_;
   mutable std::mutex mu_;
   MemoryStats stats_;
-  std::map<int64_t, std::vector<void*>> cache_;  // rounded size -> free blocks
+  FreeSet small_free_, large_free_;
+  std::unordered_map<const void*, Block*> live_;  // allocated blocks by address
+  int64_t segments_ = 0;
 };
 
 }  // namespace tpu::host

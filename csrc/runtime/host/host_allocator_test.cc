@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <vector>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -13,6 +15,14 @@ namespace tpu::host {
 namespace {
 
 constexpr int64_t kMiB = int64_t{1} << 20;
+
+// This process's resident memory (VmRSS).
+int64_t ResidentBytes() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  return 0;
+}
 
 Buffer* AllocOk(HostAllocator& a, int64_t n) {
   StatusOr<Buffer*> b = a.Allocate(n);
@@ -27,17 +37,18 @@ TEST(AllocatorTest, RoundsAndAligns) {
   Buffer* big = AllocOk(a, kMiB + 1);
   ASSERT_TRUE(small && zero && big);
   EXPECT_EQ(small->nbytes(), 1000);  // what was asked for; the block is rounded
-  EXPECT_EQ(HostAllocator::RoundSize(1000), 1024);  // 512-byte granules below 1 MiB
-  EXPECT_EQ(HostAllocator::RoundSize(0), 64);
-  EXPECT_EQ(HostAllocator::RoundSize(kMiB + 1), 2 * kMiB);  // 1 MiB granules above
+  EXPECT_EQ(HostAllocator::RoundSize(1000), 1024);  // 512-byte granules
+  EXPECT_EQ(HostAllocator::RoundSize(0), 512);
+  EXPECT_EQ(HostAllocator::RoundSize(kMiB + 1), kMiB + 512);
   for (Buffer* b : {small, zero, big}) {
     EXPECT_EQ(reinterpret_cast<uintptr_t>(b->contents()) % 64, 0u);
     EXPECT_EQ(b->device(), 0);
   }
   std::memset(big->contents(), 0xAB, big->nbytes());  // the memory is really there
   MemoryStats s = a.stats();
-  EXPECT_EQ(s.allocated, 1024 + 64 + 2 * kMiB);
-  EXPECT_EQ(s.reserved, s.allocated);
+  EXPECT_EQ(s.allocated, 1024 + 512 + kMiB + 512);
+  EXPECT_EQ(s.reserved, 2 * kMiB + 20 * kMiB);  // one small and one 20 MiB segment
+  EXPECT_EQ(a.num_segments(), 2);
   EXPECT_EQ(s.num_allocs, 3);
   EXPECT_EQ(s.capacity, 64 * kMiB);
   small->Release();
@@ -46,12 +57,13 @@ TEST(AllocatorTest, RoundsAndAligns) {
   s = a.stats();
   EXPECT_EQ(s.allocated, 0);
   EXPECT_EQ(s.num_frees, 3);
-  EXPECT_EQ(s.peak_allocated, 1024 + 64 + 2 * kMiB);
+  EXPECT_EQ(s.peak_allocated, 1024 + 512 + kMiB + 512);
+  EXPECT_EQ(a.num_free_blocks(), 2);  // the freed blocks merged back into whole segments
 }
 
 TEST(AllocatorTest, CapacityIsEnforced) {
   HostAllocator a(3, 4 * kMiB);
-  Buffer* b1 = AllocOk(a, 3 * kMiB);
+  Buffer* b1 = AllocOk(a, 3 * kMiB);  // a 20 MiB segment does not fit: one of its own size
   ASSERT_NE(b1, nullptr);
   StatusOr<Buffer*> over = a.Allocate(2 * kMiB);
   ASSERT_FALSE(over.ok());
@@ -70,32 +82,74 @@ TEST(AllocatorTest, CapacityIsEnforced) {
   EXPECT_EQ(a.stats().num_ooms, 2);
   b1->Release();
   b2->Release();
-  Buffer* b3 = AllocOk(a, 4 * kMiB);
+  Buffer* b3 = AllocOk(a, 4 * kMiB);  // the cached segments go back to make room
   ASSERT_NE(b3, nullptr);
+  EXPECT_EQ(a.stats().reserved, 4 * kMiB);
   b3->Release();
 }
 
-TEST(AllocatorTest, FreedBlocksAreReused) {
+TEST(AllocatorTest, FreedBlocksServeOtherSizes) {
   HostAllocator a(0, 16 * kMiB);
   Buffer* b = AllocOk(a, 5000);
-  void* p = b->contents();
+  char* p = static_cast<char*>(b->contents());
   b->Release();
   MemoryStats s = a.stats();
   EXPECT_EQ(s.allocated, 0);
-  EXPECT_EQ(s.reserved, 5120);  // kept in the cache
-  Buffer* again = AllocOk(a, 4700);  // same rounded size
+  EXPECT_EQ(s.reserved, 2 * kMiB);  // kept in the cache
+  Buffer* again = AllocOk(a, 4700);  // the best fit: the start of the same free segment
   EXPECT_EQ(again->contents(), p);
-  EXPECT_EQ(a.stats().reserved, 5120);
-  Buffer* other = AllocOk(a, 6000);  // a different size is a new block
-  EXPECT_NE(other->contents(), p);
-  EXPECT_EQ(a.stats().reserved, 5120 + 6144);
+  Buffer* other = AllocOk(a, 6000);  // a different size: split from the same segment
+  EXPECT_EQ(other->contents(), p + HostAllocator::RoundSize(4700));
+  EXPECT_EQ(a.stats().reserved, 2 * kMiB);
   again->Release();
   other->Release();
+  EXPECT_EQ(a.num_free_blocks(), 1);  // merged back: one free block, the whole segment
   a.EmptyCache();
   s = a.stats();
   EXPECT_EQ(s.reserved, 0);
   EXPECT_EQ(s.allocated, 0);
-  EXPECT_EQ(s.peak_reserved, 5120 + 6144);
+  EXPECT_EQ(s.peak_reserved, 2 * kMiB);
+  EXPECT_EQ(a.num_segments(), 0);
+}
+
+TEST(AllocatorTest, ChangingShapesSettleOnOneWorkingSet) {
+  // A training loop over 32 sequence lengths, each step holding 4 activations at once: what it
+  // reserves is set by its largest step, not by the number of shapes (exact-size caching kept a
+  // set of blocks per length: here 32 x 4 segments).
+  HostAllocator a(0, int64_t{4} << 30);
+  auto step = [&](int64_t len) {
+    std::vector<Buffer*> live;
+    for (int i = 0; i < 4; ++i) live.push_back(AllocOk(a, len * kMiB + i * 4096));
+    for (Buffer* b : live) b->Release();
+  };
+  int64_t largest_step = 0;
+  for (int i = 0; i < 4; ++i) largest_step += HostAllocator::RoundSize(41 * kMiB + i * 4096);
+  const int64_t slack = 4 * 2 * kMiB;  // segments are rounded to 2 MiB
+  for (int round = 0; round < 3; ++round)
+    for (int64_t len = 10; len < 10 + 32; ++len) step(len);
+  EXPECT_EQ(a.stats().allocated, 0);
+  EXPECT_LE(a.stats().reserved, largest_step + slack) << "reserved " << a.stats().reserved;
+  EXPECT_LE(a.stats().peak_reserved, largest_step + slack) << "peak " << a.stats().peak_reserved;
+  // Descending and scattered orders reuse what is there: no new segment.
+  int64_t segments = a.num_segments();
+  for (int64_t len = 41; len >= 10; --len) step(len);
+  for (int64_t k = 0; k < 64; ++k) step(10 + (k * 17) % 32);
+  EXPECT_EQ(a.num_segments(), segments);
+  EXPECT_LE(a.stats().peak_reserved, largest_step + slack);
+  a.EmptyCache();
+  EXPECT_EQ(a.stats().reserved, 0);
+}
+
+TEST(AllocatorTest, EmptyCacheReturnsMemoryToTheSystem) {
+  HostAllocator a(0, int64_t{4} << 30);
+  int64_t before = ResidentBytes();
+  Buffer* b = AllocOk(a, 256 * kMiB);
+  std::memset(b->contents(), 1, b->nbytes());  // touched: resident
+  EXPECT_GE(ResidentBytes() - before, 200 * kMiB);
+  b->Release();
+  EXPECT_GE(ResidentBytes() - before, 200 * kMiB);  // cached
+  a.EmptyCache();
+  EXPECT_LT(ResidentBytes() - before, 32 * kMiB);
 }
 
 TEST(AllocatorTest, CacheIsEmptiedBeforeReportingOom) {
@@ -103,11 +157,17 @@ TEST(AllocatorTest, CacheIsEmptiedBeforeReportingOom) {
   Buffer* b = AllocOk(a, 3 * kMiB);
   b->Release();  // 3 MiB stays reserved in the cache
   EXPECT_EQ(a.stats().reserved, 3 * kMiB);
-  Buffer* c = AllocOk(a, 2 * kMiB);  // needs the cache returned to the budget first
+  Buffer* c = AllocOk(a, 2 * kMiB);  // fits in the cached block: no new memory
   ASSERT_NE(c, nullptr);
-  EXPECT_EQ(a.stats().reserved, 2 * kMiB);
-  EXPECT_EQ(a.stats().num_ooms, 0);
+  EXPECT_EQ(a.stats().reserved, 3 * kMiB);
+  // c holds the whole block (a rest of 1 MiB is not worth a block of its own), and a new segment
+  // does not fit beside it: fragmentation, as on a GPU.
+  EXPECT_EQ(a.Allocate(2 * kMiB).status().code(), Code::kResourceExhausted);
   c->Release();
+  Buffer* d = AllocOk(a, 4 * kMiB);  // the cache goes back to the budget first
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(a.stats().reserved, 4 * kMiB);
+  d->Release();
 }
 
 TEST(AllocatorTest, ResetPeakAndAccumulated) {
@@ -118,7 +178,7 @@ TEST(AllocatorTest, ResetPeakAndAccumulated) {
   EXPECT_EQ(a.stats().peak_allocated, 3 * kMiB);
   a.ResetPeak();
   EXPECT_EQ(a.stats().peak_allocated, 2 * kMiB);
-  EXPECT_EQ(a.stats().peak_reserved, 3 * kMiB);  // the cached 1 MiB is still reserved
+  EXPECT_EQ(a.stats().peak_reserved, 4 * kMiB);  // the cached small segment is still reserved
   a.ResetAccumulated();
   MemoryStats s = a.stats();
   EXPECT_EQ(s.num_allocs, 0);

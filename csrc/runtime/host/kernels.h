@@ -1,5 +1,5 @@
 // Host executor kernels, one file per op family (elementwise.cc, reduce.cc, dot.cc,
-// convolution.cc, reduce_window.cc, data_movement.cc, gather_scatter.cc, rng.cc). Each kernel reads
+// convolution.cc, reduce_window.cc, data_movement.cc, gather_scatter.cc, rng.cc, check.cc). Each kernel reads
 // strided input views and writes an output view; the executor (executor.cc) decides where values
 // live.
 #pragma once
@@ -38,6 +38,8 @@ Status RunGather(const Op& op, const View& operand, const View& indices, const V
 Status RunScatter(const Op& op, const View& operand, const View& indices, const View& updates,
                   const View& out);
 Status RunRngBits(const Op& op, const View& state, const View& out);
+// Note [Check op]: out = x when every element of ok is true, else the kind's error (check.cc).
+Status RunCheck(const Op& op, const View& x, const View& ok, const View& out);
 
 // `in` copied contiguously as `dtype`, with its dims permuted by `perm` (into `storage`).
 View Materialize(const View& in, const Dims& perm, DType dtype, std::vector<char>& storage);

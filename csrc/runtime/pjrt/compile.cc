@@ -47,13 +47,38 @@ int AppendOp(Graph& g, OpCode code, SmallVector<int, 4> operands, TensorType typ
 }
 
 // Note [Checked indices on PJRT]: appends, for each index component of each checked gather and
-// scatter, min(0, indices) and max(0, indices) as i64, and returns their concatenation (-1 when
-// nothing is checked).
+// scatter, min(0, indices) and max(0, indices) as i64, and for each check op whether it held,
+// and returns their concatenation (-1 when nothing is checked).
 int AppendIndexChecks(Graph& g, std::vector<IndexCheck>* checks) {
   std::vector<int> parts;
   size_t num_ops = g.ops.size();
   for (size_t i = 0; i < num_ops; ++i) {
     const Op op = g.ops[i];  // a copy: appending may move the ops
+    if (op.code == OpCode::kCheck) {
+      // check(x, ok) -> x, and min(1, convert(ok)) over every element: 1 when all held.
+      int ok = op.operands[1];
+      const TensorType ot = g.TypeOf(ok);  // a copy: appending may move the types
+      Dims all;
+      for (int d = 0; d < ot.rank(); ++d) all.push_back(d);
+      Attrs ca;
+      ca.f = 1;
+      int one = AppendOp(g, OpCode::kConstant, {}, TensorType{DType::kI64, {}}, ca);
+      int flags = AppendOp(g, OpCode::kConvert, {ok}, TensorType{DType::kI64, ot.dims});
+      Attrs ra;
+      ra.a = all;
+      ra.kind = static_cast<int64_t>(ReduceKind::kMin);
+      int held = AppendOp(g, OpCode::kReduce, {flags, one}, TensorType{DType::kI64, {}}, ra);
+      parts.push_back(AppendOp(g, OpCode::kReshape, {held}, TensorType{DType::kI64, {1}}));
+      Op& pass = g.ops[i];
+      pass.code = OpCode::kReshape;
+      pass.operands = {op.operands[0]};
+      pass.attrs = Attrs{};
+      IndexCheck c;
+      c.op = static_cast<int>(i);
+      c.check_kind = static_cast<int>(op.attrs.kind);
+      checks->push_back(c);
+      continue;
+    }
     bool gather = op.code == OpCode::kGather && op.attrs.kind != 0;
     bool scatter = op.code == OpCode::kScatter && (op.attrs.kind >> 8) != 0;
     if (!gather && !scatter) continue;

@@ -21,18 +21,24 @@ namespace tpu::pjrt {
 // and maximum index (with 0), concatenated into one i64 vector after the program's own
 // results. The executor reads it after the run and reports the first op whose indices leave
 // their range, naming the index, the dimension and its size, as the host executor does.
+//
+// The check op (Note [Check op] in ir/graph.h), a custom_call XLA has no target for, is
+// implemented the same way: it becomes its data operand (a no-op reshape), and the program
+// returns, in the same vector, 1 when every element of its condition held (else 0).
 struct IndexCheck {
   int op = -1;        // the checked op's index in the graph
   int64_t dim = 0;    // operand dimension the component indexes
   int64_t size = 0;   // that dimension's size
   int64_t max_start = 0;  // the largest valid index (size - slice size for a gather)
+  int check_kind = -1;    // >= 0: a check op of this CheckKind, one entry (not an index check: two)
 };
 
 // What a program becomes for PJRT: its text and how the extra results are laid out.
 struct PjrtProgram {
   std::string text;            // StableHLO, with the argument attributes
   int num_results = 0;         // the source graph's results
-  std::vector<IndexCheck> checks;  // in order: result `num_results` holds (min, max) per check
+  // In op order: result `num_results` holds (min, max) per index check, the flag per check op.
+  std::vector<IndexCheck> checks;
   // aliased[p]: the result parameter p is donated to (XLA may write it in p's memory), or -1.
   std::vector<int> aliased;
 };

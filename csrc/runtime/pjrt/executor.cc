@@ -180,12 +180,21 @@ Status PjrtExecutor::Run(const Launch& launch, RunReport* report) {
   std::sort(non_donatable.begin(), non_donatable.end());
   TPU_RETURN_IF_ERROR(Execute(*exe, args, non_donatable, &outputs.v));
   if (!program.checks.empty()) {
-    // Note [Checked indices on PJRT]: (min, max) per check, after the program's own results.
-    std::vector<int64_t> bounds(program.checks.size() * 2);
+    // Note [Checked indices on PJRT]: (min, max) per index check, a flag per check op, after
+    // the program's own results.
+    size_t slots = 0;
+    for (const IndexCheck& c : program.checks) slots += c.check_kind >= 0 ? 1 : 2;
+    std::vector<int64_t> bounds(slots);
     TPU_RETURN_IF_ERROR(Download(api_, outputs.v.back(), bounds.data(), static_cast<int64_t>(bounds.size() * 8)));
-    for (size_t k = 0; k < program.checks.size(); ++k) {
-      const IndexCheck& c = program.checks[k];
-      int64_t lo = bounds[2 * k], hi = bounds[2 * k + 1];
+    size_t at = 0;
+    for (const IndexCheck& c : program.checks) {
+      if (c.check_kind >= 0) {
+        if (bounds[at++] == 1) continue;
+        report->failed_op = c.op;
+        return InvalidArgument(CheckMessage(static_cast<CheckKind>(c.check_kind)));
+      }
+      int64_t lo = bounds[at], hi = bounds[at + 1];
+      at += 2;
       if (lo >= 0 && hi <= c.max_start) continue;
       report->failed_op = c.op;
       return OutOfRange("index " + std::to_string(lo < 0 ? lo : hi) + " is out of bounds for dimension " +

@@ -185,6 +185,38 @@ TEST_F(PjrtQueueTest, AFailedLaunchNamesItsOpAndItsConsumersDoNotRun) {
   (void)d.queue().Synchronize();
 }
 
+TEST_F(PjrtQueueTest, ACheckOpFailsItsProgramWithItsMessage) {
+  // Note [Check op]: (x // y) for i64, checked for zeros in y; then an index check after it.
+  Device& d = device();
+  const DType I = DType::kI64;
+  Builder b;
+  int x = b.Param(T(I, {3})), y = b.Param(T(I, {3})), ids = b.Param(T(I, {1, 1}));
+  int q = b.Check(b.Binary(OpCode::kDivide, x, y), b.Compare(CompareDirection::kNE, y, b.ScalarLike(0, y)),
+                  CheckKind::kIntegerDivisionByZero);
+  b.Result(q);
+  b.Result(b.Gather(q, ids, {}, {0}, {0}, {1}));
+  ExecutablePtr exe = Compile(b, "checked_division");
+  ASSERT_NE(exe, nullptr);
+  DeviceBuffer xs = Upload(d, std::vector<int64_t>{7, -9, 12}), out = NewBuffer(d, 24), picked = NewBuffer(d, 8);
+  DeviceBuffer in_range = Upload(d, std::vector<int64_t>{2}), out_of_range = Upload(d, std::vector<int64_t>{3});
+  auto run = [&](const std::vector<int64_t>& divisors, const DeviceBuffer& idx) {
+    DeviceBuffer ys = Upload(d, divisors);
+    return d.queue().WaitFor(Submit(exe, Bindings(xs.Bind(T(I, {3})), ys.Bind(T(I, {3})), idx.Bind(T(I, {1, 1}))),
+                                    Bindings(out.Bind(T(I, {3})), picked.Bind(T(I, {1}))), "aten::floor_divide"));
+  };
+  ASSERT_TRUE(run({2, 3, -4}, in_range).ok());
+  EXPECT_EQ(Download<int64_t>(d, out), (std::vector<int64_t>{3, -3, -3}));  // XLA divides toward zero
+  EXPECT_EQ(Download<int64_t>(d, picked), (std::vector<int64_t>{-3}));
+  Status st = run({2, 0, -4}, out_of_range);  // both fail: the first in program order is reported
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_EQ(st.message(), "aten::floor_divide: ZeroDivisionError");
+  EXPECT_FALSE(d.queue().SyncBuffer(out.buffer).ok());  // no value
+  EXPECT_EQ(run({2, 3, -4}, out_of_range).code(), Code::kOutOfRange);  // the index check still works
+  ASSERT_TRUE(run({1, 1, 1}, in_range).ok());  // the device stays usable
+  EXPECT_EQ(Download<int64_t>(d, out), (std::vector<int64_t>{7, -9, 12}));
+  (void)d.queue().Synchronize();
+}
+
 TEST_F(PjrtQueueTest, ExecutablesSerializeAndLoadAgain) {
   Builder b;
   int x = b.Param(T(F, {3})), ids = b.Param(T(DType::kI32, {2, 1}));

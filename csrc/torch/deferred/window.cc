@@ -209,7 +209,8 @@ void Window::Record(const Graph& g, Binding* params, size_t num_params, const Bi
         HashTypeWords(t, add);
       },
       [&](const Op& o) { HashOpWords(o, o.operands, add); });
-  for (int i = first_op; i < builder_.num_ops(); ++i) origins_->push_back(OpOrigin{op, location});
+  const int thread = ThreadId();  // the window may hold several threads' ops: errors go to each op's
+  for (int i = first_op; i < builder_.num_ops(); ++i) origins_->push_back(OpOrigin{op, location, thread});
   if (++num_ops_ >= std::max<int64_t>(1, Flags().window_ops) && !capture_) CutLocked(CutReason::kSizeLimit);
 }
 

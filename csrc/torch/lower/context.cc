@@ -12,6 +12,7 @@
 #include "torch/deferred/window.h"
 #include "torch/device_errors.h"
 #include "torch/python_location.h"
+#include "torch/sync_wait.h"
 #include "torch/tensor_utils.h"
 
 namespace tpu::torch_bridge {
@@ -138,6 +139,23 @@ void Lowering::AddOutput(int value, c10::MaybeOwned<at::Tensor> owned_or_borrowe
 
 void Lowering::CaptureLocation() { location_ = UserSourceLocation(); }
 
+bool Lowering::IsHostScalar(int v) const {
+  for (;;) {
+    const Op* op = builder_.ProducerOf(v);
+    if (!op) break;
+    if (op->code != OpCode::kBroadcastInDim && op->code != OpCode::kConvert && op->code != OpCode::kReshape)
+      return false;
+    v = op->operands[0];
+  }
+  int p = builder_.ParamNumber(v);
+  return p >= 0 && p < static_cast<int>(params_.size()) && params_[p].is_inline();
+}
+
+int Lowering::Checked(int x, int ok, CheckKind kind) {
+  if (location_.empty()) CaptureLocation();
+  return builder_.Check(x, ok, kind);
+}
+
 void Lowering::Run() {
   static Counter* executions = GetCounter("executions");
   for (auto& [value, out] : outputs_) builder_.Result(value);
@@ -168,6 +186,7 @@ void Lowering::Run() {
                                     results.size(), std::move(ctx), small);
   executions->Add();
   if (GetEagerMode() == EagerMode::kDebug) {
+    WaitInterruptibly(dev.queue(), seq);
     Check(dev.queue().WaitFor(seq));
     if (Flags().check_nan)
       for (auto& [value, out] : outputs_) CheckFinite(op_, *out);
@@ -195,7 +214,9 @@ void Lowering::RunInWindow(const Graph& graph) {
   if (mode == EagerMode::kFused) return;
   uint64_t seq = window.Cut(CutReason::kEachOp);
   if (mode == EagerMode::kDebug) {
-    Check(DeviceFor(device_ < 0 ? CurrentDeviceIndex() : device_).queue().WaitFor(seq));
+    Queue& q = DeviceFor(device_ < 0 ? CurrentDeviceIndex() : device_).queue();
+    WaitInterruptibly(q, seq);
+    Check(q.WaitFor(seq));
     if (Flags().check_nan)
       for (auto& [value, out] : outputs_) CheckFinite(op_, *out);
   }

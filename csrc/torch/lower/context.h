@@ -51,6 +51,11 @@ class Lowering {
   void OutputBorrowed(int value, const at::Tensor& out);
   // Record the user's source line now (ops whose errors only show when the program runs).
   void CaptureLocation();
+  // Whether value v is a number the host passed (Scalar()), possibly broadcast or converted:
+  // its value was known, and checked, when the op was called.
+  bool IsHostScalar(int v) const;
+  // b().Check(x, ok, kind), with the user's line captured for its error (Note [Check op]).
+  int Checked(int x, int ok, CheckKind kind);
   void Run();
 
  private:

@@ -65,6 +65,15 @@ int FloorDivide(Builder& b, int x, int y, DType t) {
   return b.Select(adjust, b.Binary(OpCode::kSubtract, q, b.ScalarLike(1, q)), q);
 }
 
+// Note [Check op]: an integer division by a device tensor fails, as on CPU, when the divisor
+// holds a zero (a host number was checked when the op was called).
+int CheckDivisor(Lowering& l, int result, int divisor, DType t) {
+  if (IsFloat(t) || l.IsHostScalar(divisor)) return result;
+  Builder& b = l.b();
+  return l.Checked(result, b.Compare(CompareDirection::kNE, divisor, b.ScalarLike(0, divisor)),
+                 CheckKind::kIntegerDivisionByZero);
+}
+
 LoweredResult DivImpl(const at::Tensor& self, const at::Tensor& other, std::optional<c10::string_view> mode, OutArg out) {
   if (!mode.has_value()) {
     return LowerElementwise("aten::div", {self, other}, out, ResultKind::kFloat,
@@ -73,7 +82,7 @@ LoweredResult DivImpl(const at::Tensor& self, const at::Tensor& other, std::opti
   if (*mode == "trunc") {
     return LowerElementwise("aten::div", {self, other}, out, ResultKind::kCommon, [](Lowering& l, const V& v, DType t) {
       int q = l.b().Binary(OpCode::kDivide, v[0], v[1]);
-      if (!IsFloat(t)) return q;
+      if (!IsFloat(t)) return CheckDivisor(l, q, v[1], t);
       // trunc(q) = sign(q) * floor(|q|)
       return l.b().Binary(OpCode::kMultiply, l.b().Unary(OpCode::kSign, q),
                           l.b().Unary(OpCode::kFloor, l.b().Unary(OpCode::kAbs, q)));
@@ -81,11 +90,13 @@ LoweredResult DivImpl(const at::Tensor& self, const at::Tensor& other, std::opti
   }
   TORCH_CHECK(*mode == "floor", "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
   return LowerElementwise("aten::div", {self, other}, out, ResultKind::kCommon,
-                          [](Lowering& l, const V& v, DType t) { return FloorDivide(l.b(), v[0], v[1], t); });
+                          [](Lowering& l, const V& v, DType t) {
+                            return CheckDivisor(l, FloorDivide(l.b(), v[0], v[1], t), v[1], t);
+                          });
 }
 
-// PyTorch raises on integer division by zero; the device cannot raise mid-kernel for
-// arithmetic, so check a host scalar divisor here (tensor divisors give StableHLO's -1).
+// PyTorch raises on integer division by zero: a host scalar divisor is checked here, at the
+// call; a device tensor's zeros by the program (CheckDivisor).
 // Integer means the promoted type: a float tensor divided by an int 0 gives inf, as on CPU.
 void CheckIntegerDivisor(const at::Tensor& self, const at::Tensor& other) {
   if (IsCpuScalar(other) && at::isIntegralType(at::result_type(self, other), /*includeBool=*/true))
@@ -134,8 +145,10 @@ TPU_BINARY(mul, "aten::mul", ResultKind::kCommon, {
 TPU_BINARY(maximum, "aten::maximum", ResultKind::kCommon, { return b.Binary(OpCode::kMaximum, v[0], v[1]); })
 TPU_BINARY(minimum, "aten::minimum", ResultKind::kCommon, { return b.Binary(OpCode::kMinimum, v[0], v[1]); })
 TPU_BINARY(atan2, "aten::atan2", ResultKind::kFloat, { return b.Binary(OpCode::kAtan2, v[0], v[1]); })
-TPU_BINARY(remainder, "aten::remainder", ResultKind::kCommon, { return PyRemainder(b, v[0], v[1]); })
-TPU_BINARY(fmod, "aten::fmod", ResultKind::kCommon, { return b.Binary(OpCode::kRemainder, v[0], v[1]); })
+TPU_BINARY(remainder, "aten::remainder", ResultKind::kCommon,
+           { return CheckDivisor(l, PyRemainder(b, v[0], v[1]), v[1], t); })
+TPU_BINARY(fmod, "aten::fmod", ResultKind::kCommon,
+           { return CheckDivisor(l, b.Binary(OpCode::kRemainder, v[0], v[1]), v[1], t); })
 TPU_BINARY(eq, "aten::eq", ResultKind::kBool, { return b.Compare(CompareDirection::kEQ, v[0], v[1]); })
 TPU_BINARY(ne, "aten::ne", ResultKind::kBool, { return b.Compare(CompareDirection::kNE, v[0], v[1]); })
 TPU_BINARY(lt, "aten::lt", ResultKind::kBool, { return b.Compare(CompareDirection::kLT, v[0], v[1]); })

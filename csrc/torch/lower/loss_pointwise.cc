@@ -5,9 +5,8 @@
 // A mean/sum reduces the elementwise loss after rounding it to the result dtype, because
 // PyTorch's CPU kernels store the elementwise loss in that dtype first (it matters for bfloat16).
 //
-// binary_cross_entropy: PyTorch's CPU kernel raises for inputs outside [0, 1]; that check depends
-// on data and the IR has no assertion op, so here such inputs give NaN (log of a negative number;
-// NaN survives the -100 clamp), never a plausible-looking loss.
+// binary_cross_entropy: PyTorch's CPU kernel raises for an input or target outside [0, 1]; the
+// program checks both (Note [Check op] in ir/graph.h), so the error names the op and the line.
 #include <ATen/ExpandUtils.h>
 #include <ATen/core/Reduction.h>
 #include <torch/library.h>
@@ -199,6 +198,14 @@ void CheckBce(const at::Tensor& self, const at::Tensor& target, const at::Tensor
   }
 }
 
+// v, checked to lie in [0, 1] (NaN fails, as on CPU).
+int InUnitRange(Lowering& l, int v, CheckKind kind) {
+  Builder& b = l.b();
+  int ok = Bin(b, OpCode::kAnd, b.Compare(CompareDirection::kGE, v, b.ScalarLike(0, v)),
+               b.Compare(CompareDirection::kLE, v, b.ScalarLike(1, v)));
+  return l.Checked(v, ok, kind);
+}
+
 int Weighted(Lowering& l, int v, const at::Tensor& weight) {
   if (!weight.defined()) return v;
   Builder& b = l.b();
@@ -222,7 +229,8 @@ at::Tensor Bce(const at::Tensor& self, const at::Tensor& target, const at::Tenso
   Builder& b = l.b();
   at::ScalarType ct = OpMath(t);
   Dims dims = ToDims(self.sizes());
-  int x = l.Input(self, ct), y = b.BroadcastTo(l.Input(target, ct), dims);
+  int x = InUnitRange(l, l.Input(self, ct), CheckKind::kBceInputRange);
+  int y = InUnitRange(l, b.BroadcastTo(l.Input(target, ct), dims), CheckKind::kBceTargetRange);
   // (y - 1) * max(log1p(-x), -100) - y * max(log(x), -100)
   int floor = b.ScalarLike(-100, x);
   int log_x = Bin(b, OpCode::kMaximum, b.Unary(OpCode::kLog, x), floor);

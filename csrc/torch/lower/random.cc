@@ -238,6 +238,10 @@ void Bernoulli(const at::Tensor& self, const at::Tensor& p_tensor, double p, std
   if (p_tensor.defined()) {
     at::Tensor pt = p_tensor.to(self.device()).expand(self.sizes());
     pv = b.Reshape(l.Input(pt, ct), {n});
+    // Note [Check op]: CPU raises for a probability outside [0, 1] (NaN included).
+    int ok = b.Binary(OpCode::kAnd, b.Compare(CompareDirection::kGE, pv, b.ScalarLike(0, pv)),
+                      b.Compare(CompareDirection::kLE, pv, b.ScalarLike(1, pv)));
+    pv = l.Checked(pv, ok, CheckKind::kProbabilityRange);
   } else {
     pv = ScalarVec(l, p, ct, n);
   }
