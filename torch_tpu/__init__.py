@@ -123,4 +123,5 @@ __all__ = [
     "config",
     "data",
     "debug",
+    "memory",
 ]

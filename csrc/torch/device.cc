@@ -59,7 +59,15 @@ class TpuAllocator final : public c10::DeviceAllocator {
       GetBackend().device(i).allocator().EmptyCache();
     }
   }
-  void recordStream(const c10::DataPtr&, c10::Stream) override {}  // one in-order queue per device
+  // tensor.record_stream(s): every stream of a device feeds its one in-order queue, and a queued
+  // task holds a reference to each buffer it uses, so freed memory is never reused while work
+  // queued on any stream still reads it. Nothing to record beyond checking the arguments.
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
+    TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
+                "record_stream: expected a tpu stream, got a stream of device ", stream.device());
+    TORCH_CHECK(ptr.device() == stream.device() || ptr.get() == nullptr, "record_stream: the tensor is on ",
+                ptr.device(), " but the stream is on ", stream.device());
+  }
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     DeviceFor(device < 0 ? 0 : device).queue().CollectGarbage();
     MemoryStats s = DeviceFor(device < 0 ? 0 : device).allocator().stats();
@@ -71,7 +79,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
       st.allocated = alloc;
       st.freed = freed;
     };
-    set(out.allocated_bytes, s.allocated, s.peak_allocated, 0, 0);
+    set(out.allocated_bytes, s.allocated, s.peak_allocated, s.allocated_bytes_total, s.freed_bytes_total);
     set(out.reserved_bytes, s.reserved, s.peak_reserved, 0, 0);
     set(out.active_bytes, s.allocated, s.peak_allocated, 0, 0);
     set(out.requested_bytes, s.allocated, s.peak_allocated, 0, 0);

@@ -204,6 +204,12 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
 
 at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
 
+// tensor.record_stream(s): the allocator's recordStream (device.cc says why it has nothing to do).
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(self.device().type() == c10::DeviceType::PrivateUse1, "record_stream: expected a tpu tensor");
+  static_cast<c10::DeviceAllocator*>(GetTpuAllocator())->recordStream(self.storage().data_ptr(), stream);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -224,6 +230,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fill_.Scalar", fill_scalar);
   m.impl("fill_.Tensor", fill_tensor);
   m.impl("zero_", zero_);
+  m.impl("record_stream", record_stream);
 }
 
 }  // namespace tpu::torch_bridge

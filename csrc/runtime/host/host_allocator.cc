@@ -24,10 +24,11 @@ StatusOr<void*> HostAllocator::TakeBlockLocked(int64_t nbytes) {
     p = it->second.back();
     it->second.pop_back();
   } else {
-    if (stats_.reserved + size > stats_.capacity) EmptyCacheLocked();
-    if (stats_.reserved + size > stats_.capacity) {
+    int64_t budget = MemoryBudget(stats_);
+    if (stats_.reserved + size > budget) EmptyCacheLocked();
+    if (stats_.reserved + size > budget) {
       ++stats_.num_ooms;
-      return OutOfMemory(device_, nbytes, stats_.allocated, stats_.capacity);
+      return OutOfMemory(device_, nbytes, stats_.allocated, stats_.capacity, stats_.limit);
     }
     p = std::aligned_alloc(64, size);
     if (!p) {
@@ -39,6 +40,7 @@ StatusOr<void*> HostAllocator::TakeBlockLocked(int64_t nbytes) {
     if (stats_.reserved > stats_.peak_reserved) stats_.peak_reserved = stats_.reserved;
   }
   stats_.allocated += size;
+  stats_.allocated_bytes_total += size;
   if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
   ++stats_.num_allocs;
   return p;
@@ -47,24 +49,42 @@ StatusOr<void*> HostAllocator::TakeBlockLocked(int64_t nbytes) {
 StatusOr<Buffer*> HostAllocator::Allocate(int64_t nbytes, bool materialize) {
   if (!materialize && RoundSize(nbytes) > stats_.capacity) {
     // Memory comes later, but a buffer larger than the whole device can never get it: say so now.
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.num_ooms;
-    return OutOfMemory(device_, nbytes, stats_.allocated, stats_.capacity);
+    Status oom;
+    int64_t free_bytes;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.num_ooms;
+      oom = OutOfMemory(device_, nbytes, stats_.allocated, stats_.capacity, stats_.limit);
+      free_bytes = MemoryBudget(stats_) - stats_.allocated;
+    }
+    NotifyOom(device_, nbytes, free_bytes);
+    return oom;
   }
   return NewBuffer(this, device_, nbytes, materialize);
 }
 
 Status HostAllocator::Materialize(Buffer* buffer) {
   if (buffer->materialized()) return Status::Ok();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (buffer->materialized()) return Status::Ok();  // another thread won
-  TPU_ASSIGN_OR_RETURN(void* p, TakeBlockLocked(buffer->nbytes()));
-  buffer->set_contents(p);
+  StatusOr<void*> p = TakeBlockLocked(buffer->nbytes());
+  if (!p.ok()) {
+    int64_t free_bytes = MemoryBudget(stats_) - stats_.allocated;
+    lock.unlock();  // observers run outside the lock (Note [Allocation events])
+    NotifyOom(device_, buffer->nbytes(), free_bytes);
+    return p.status();
+  }
+  buffer->set_contents(p.value());
+  lock.unlock();
+  NotifyAlloc(*buffer, RoundSize(buffer->nbytes()));
   return Status::Ok();
 }
 
 void HostAllocator::Free(Buffer* buffer) {
-  if (void* p = buffer->contents()) ReturnScratch(p, buffer->nbytes());
+  if (void* p = buffer->contents()) {
+    NotifyFree(*buffer, RoundSize(buffer->nbytes()));
+    ReturnScratch(p, buffer->nbytes());
+  }
   delete buffer;
 }
 
@@ -77,6 +97,7 @@ void HostAllocator::ReturnScratch(void* block, int64_t nbytes) {
   int64_t size = RoundSize(nbytes);
   std::lock_guard<std::mutex> lock(mu_);
   stats_.allocated -= size;
+  stats_.freed_bytes_total += size;
   ++stats_.num_frees;
   cache_[size].push_back(block);
 }
@@ -95,6 +116,22 @@ void HostAllocator::ResetPeak() {
 void HostAllocator::ResetAccumulated() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.num_allocs = stats_.num_frees = stats_.num_ooms = 0;
+  stats_.allocated_bytes_total = stats_.freed_bytes_total = 0;
+}
+
+Status HostAllocator::SetMemoryLimit(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.limit = bytes > 0 ? bytes : 0;
+  // Cached blocks past the new budget go back to the system now.
+  if (stats_.reserved > MemoryBudget(stats_)) EmptyCacheLocked();
+  return Status::Ok();
+}
+
+std::vector<int64_t> HostAllocator::CachedBlocks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int64_t> sizes;
+  for (const auto& [size, blocks] : cache_) sizes.insert(sizes.end(), blocks.size(), size);
+  return sizes;
 }
 
 void HostAllocator::EmptyCache() {

@@ -23,6 +23,9 @@ class HostAllocator final : public Allocator {
   void ResetAccumulated() override;
   void EmptyCache() override;
   int64_t capacity() const override { return stats_.capacity; }
+  Status SetMemoryLimit(int64_t bytes) override;
+  std::vector<int64_t> CachedBlocks() const override;
+  int64_t ChargedBytes(int64_t nbytes) const override { return RoundSize(nbytes); }
 
   // The size class a request of `nbytes` takes (64-byte aligned blocks).
   static int64_t RoundSize(int64_t nbytes);
