@@ -111,6 +111,7 @@ from .modes import eager_mode, get_eager_mode, set_check_nan, set_eager_mode  # 
 from . import config  # noqa: E402,F401
 from . import data  # noqa: E402,F401
 from . import debug  # noqa: E402,F401
+from . import profiler  # noqa: E402,F401
 
 __all__ = [
     "__version__",
@@ -123,5 +124,6 @@ __all__ = [
     "config",
     "data",
     "debug",
+    "profiler",
     "memory",
 ]

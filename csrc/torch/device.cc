@@ -13,6 +13,7 @@
 #include "base/metrics.h"
 #include "torch/fork.h"
 #include "torch/generator.h"
+#include "torch/profiler.h"
 #include "torch/tensor_utils.h"
 
 namespace tpu::torch_bridge {
@@ -50,7 +51,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
                 "tpu allocator: copy_data of memory it did not allocate");
     MaterializeOrThrow(d);
     MaterializeOrThrow(s);
-    DeviceFor(d->device()).queue().Copy(s, 0, d, 0, static_cast<int64_t>(count), TaskContext("storage copy"));
+    DeviceFor(d->device()).queue().Copy(s, 0, d, 0, static_cast<int64_t>(count), ProfiledContext("storage copy"));
   }
   bool initialized() override { return true; }
   void emptyCache(c10::MempoolId_t) override {
@@ -164,7 +165,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
           done->store(NowNs());
           return Status::Ok();
         },
-        TaskContext("event.record"));
+        ProfiledContext("event.record"));
   }
   void block(void* event, const c10::Stream&) const override {}  // one queue: already ordered
   bool queryEvent(void* event) const override {
@@ -240,7 +241,7 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
       auto* dst = static_cast<Buffer*>(fresh.get_context());
       MaterializeOrThrow(dst);
       MaterializeOrThrow(buffer);
-      DeviceFor(buffer->device()).queue().Copy(buffer, 0, dst, 0, static_cast<int64_t>(keep), TaskContext("resize_"));
+      DeviceFor(buffer->device()).queue().Copy(buffer, 0, dst, 0, static_cast<int64_t>(keep), ProfiledContext("resize_"));
     }
     impl->set_data_ptr_noswap(std::move(fresh));
     impl->set_nbytes(newsize);

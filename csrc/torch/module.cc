@@ -20,6 +20,7 @@
 #include "torch/generator.h"
 #include "torch/lower/context.h"
 #include "torch/memory_history.h"
+#include "torch/profiler.h"
 #include "torch/python_location.h"
 #include "torch/tensor_utils.h"
 
@@ -96,6 +97,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native extension";
   m.def("_register_device", [] {
     RegisterDevice();
+    RegisterDeviceProfiler();  // Note [Device timeline]
     RegisterForkHandler();  // from now on the device counts as initialised (Note [Fork])
     // Size the executor's pool once, before any kernel runs; every job is capped at PyTorch's
     // intra-op thread count, so torch.set_num_threads(n) holds for the device's kernels too (one
@@ -137,6 +139,7 @@ PYBIND11_MODULE(_C, m) {
     return py::make_tuple(s.capacity - s.reserved, s.capacity);
   });
   BindMemory(m);
+  m.def("_device_profiling", &DeviceProfiling);
   m.def("counters", [] { return CounterSnapshot(); });
   m.def("reset_counters", [] { ResetCounters(); });
   // Raises (ValueError) what was wrong with the TORCH_TPU_* environment when the registry read it.

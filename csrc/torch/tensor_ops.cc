@@ -15,6 +15,7 @@
 
 #include "base/metrics.h"
 #include "torch/lower/context.h"
+#include "torch/profiler.h"
 #include "torch/tensor_utils.h"
 
 namespace tpu::torch_bridge {
@@ -128,7 +129,7 @@ void HostToDevice(const at::Tensor& src, const at::Tensor& dst) {
   Buffer* buffer = target.buffer();
   if (dst.is_contiguous() && !DeferredUses(buffer)) {
     MaterializeOrThrow(buffer);
-    DeviceOf(dst).queue().Write(buffer, target.byte_offset(), host.data_ptr(), bytes, TaskContext("copy to tpu"));
+    DeviceOf(dst).queue().Write(buffer, target.byte_offset(), host.data_ptr(), bytes, ProfiledContext("copy to tpu"));
     return;
   }
   // A strided destination, or one the open fused window still computes: write a contiguous
@@ -136,7 +137,7 @@ void HostToDevice(const at::Tensor& src, const at::Tensor& dst) {
   at::Tensor staging = at::empty(dst.sizes(), dst.options());
   Buffer* staged = BufferOf(staging);
   MaterializeOrThrow(staged);
-  DeviceOf(dst).queue().Write(staged, 0, host.data_ptr(), bytes, TaskContext("copy to tpu"));
+  DeviceOf(dst).queue().Write(staged, 0, host.data_ptr(), bytes, ProfiledContext("copy to tpu"));
   DeviceCopy(staging, dst);
 }
 
