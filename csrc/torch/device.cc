@@ -13,6 +13,7 @@
 #include "base/metrics.h"
 #include "torch/fork.h"
 #include "torch/generator.h"
+#include "torch/pinned.h"
 #include "torch/profiler.h"
 #include "torch/tensor_utils.h"
 
@@ -213,8 +214,9 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
   at::Device getDeviceFromPtr(void*) const override {
     return at::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(current_device));
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  // Note [Pinned memory] (torch/pinned.cc).
+  bool isPinnedPtr(const void* data) const override { return IsPinnedPtr(data); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return PinnedAllocator(); }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
   c10::DeviceIndex deviceCount() const override {
     return static_cast<c10::DeviceIndex>(GetBackend().device_count());

@@ -15,6 +15,7 @@
 
 #include "base/metrics.h"
 #include "torch/lower/context.h"
+#include "torch/pinned.h"
 #include "torch/profiler.h"
 #include "torch/tensor_utils.h"
 
@@ -161,6 +162,10 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
     }
   } else if (dst_dev) {
     TORCH_CHECK(self.device().is_cpu(), "copy from ", self.device(), " to tpu is not supported: move it to the CPU first");
+    if (non_blocking && CopyFromPinned(self, dst)) {  // Note [Pinned copies]
+      CountToDevice(self.numel() * static_cast<int64_t>(self.element_size()));
+      return dst;
+    }
     HostToDevice(self, dst);
   } else {
     TORCH_CHECK(dst.device().is_cpu(), "copy from tpu to ", dst.device(), " is not supported: copy to the CPU first");
