@@ -335,6 +335,11 @@ DType ToDType(at::ScalarType t) {
     case at::kBool: return DType::kBool;
     case at::kUInt32: return DType::kU32;
     case at::kUInt64: return DType::kU64;
+    case at::kComplexFloat: case at::kComplexDouble:
+      // Note [Complex tensors]: programs see a complex tensor as its float pairs; a kernel that
+      // asks for a complex IR dtype has no complex path.
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "this tpu op does not support ", t, " tensors; move them to the CPU "
+                                  "for it (tensor.cpu())");
     default:
       TORCH_CHECK_NOT_IMPLEMENTED(false, "dtype ", t, " is not supported on the tpu device");
   }
@@ -349,6 +354,10 @@ bool IsSupported(at::ScalarType t) {
     default:
       return false;
   }
+}
+
+bool IsStorageDType(at::ScalarType t) {
+  return IsSupported(t) || t == at::kComplexFloat || t == at::kComplexDouble;
 }
 
 at::ScalarType ToScalarType(DType t) {
@@ -407,8 +416,16 @@ Buffer* CheckedBufferOf(const at::Tensor& t, int64_t* storage_start) {
 Binding BindingOf(const at::Tensor& t) {
   int64_t start;
   Buffer* b = CheckedBufferOf(t, &start);
-  return Binding(b, start + t.storage_offset() * static_cast<int64_t>(t.element_size()), ToDType(t.scalar_type()),
-                 Dims(t.sizes().begin(), t.sizes().end()), Dims(t.strides().begin(), t.strides().end()));
+  int64_t offset = start + t.storage_offset() * static_cast<int64_t>(t.element_size());
+  Dims dims(t.sizes().begin(), t.sizes().end()), strides(t.strides().begin(), t.strides().end());
+  if (t.is_complex()) {
+    // Note [Complex tensors]: a complex tensor binds as its float pairs [..., 2].
+    for (int64_t& s : strides) s *= 2;
+    dims.push_back(2);
+    strides.push_back(1);
+    return Binding(b, offset, ToDType(c10::toRealValueType(t.scalar_type())), std::move(dims), std::move(strides));
+  }
+  return Binding(b, offset, ToDType(t.scalar_type()), std::move(dims), std::move(strides));
 }
 
 bool CoversStorage(const at::Tensor& t) {
