@@ -134,6 +134,7 @@ from . import debug  # noqa: E402,F401
 from . import compile_cache  # noqa: E402,F401
 from . import compile  # noqa: E402,F401
 from . import export  # noqa: E402,F401
+from . import profiler  # noqa: E402,F401
 
 __all__ = [
     "__version__",
@@ -149,4 +150,6 @@ __all__ = [
     "compile_cache",
     "compile",
     "export",
+    "profiler",
+    "memory",
 ]

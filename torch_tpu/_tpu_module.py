@@ -20,7 +20,8 @@ __all__ = [
     "set_rng_state", "get_rng_state_all", "set_rng_state_all", "default_generators",
     "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
     "reset_peak_memory_stats", "reset_accumulated_memory_stats", "memory_stats", "mem_get_info",
-    "empty_cache", "Stream", "Event", "current_stream", "default_stream", "stream",
+    "empty_cache", "memory_summary", "memory_snapshot", "set_per_process_memory_fraction",
+    "get_per_process_memory_fraction", "OutOfMemoryError", "memory", "Stream", "Event", "current_stream", "default_stream", "stream",
     "get_amp_supported_dtype", "is_bf16_supported", "DeviceProperties",
 ]
 
@@ -167,42 +168,14 @@ def set_rng_state_all(states) -> None:
         g.set_state(s)
 
 
-# ---- memory -----------------------------------------------------------------------------------
-def memory_stats(d: _DeviceLike = None) -> dict:
-    return dict(_C.memory_stats(_index(d)))
-
-
-def memory_allocated(d: _DeviceLike = None) -> int:
-    return memory_stats(d)["allocated_bytes.all.current"]
-
-
-def max_memory_allocated(d: _DeviceLike = None) -> int:
-    return memory_stats(d)["allocated_bytes.all.peak"]
-
-
-def memory_reserved(d: _DeviceLike = None) -> int:
-    return memory_stats(d)["reserved_bytes.all.current"]
-
-
-def max_memory_reserved(d: _DeviceLike = None) -> int:
-    return memory_stats(d)["reserved_bytes.all.peak"]
-
-
-def reset_peak_memory_stats(d: _DeviceLike = None) -> None:
-    _C.reset_peak_memory_stats(_index(d))
-
-
-def reset_accumulated_memory_stats(d: _DeviceLike = None) -> None:
-    _C.reset_accumulated_memory_stats(_index(d))
-
-
-def mem_get_info(d: _DeviceLike = None) -> tuple[int, int]:
-    """(free, total) bytes of device memory."""
-    return tuple(_C.mem_get_info(_index(d)))
-
-
-def empty_cache() -> None:
-    _C.empty_cache()
+# ---- memory (torch.tpu.memory) ----------------------------------------------------------------
+from . import memory  # noqa: E402
+from .memory import (  # noqa: E402,F401
+    OutOfMemoryError, empty_cache, get_per_process_memory_fraction, max_memory_allocated,
+    max_memory_reserved, mem_get_info, memory_allocated, memory_reserved, memory_snapshot,
+    memory_stats, memory_summary, reset_accumulated_memory_stats, reset_peak_memory_stats,
+    set_per_process_memory_fraction,
+)
 
 
 # ---- streams and events -----------------------------------------------------------------------

@@ -3,8 +3,10 @@
 // ResourceExhausted status, never an overcommitted allocation.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "runtime/buffer.h"
@@ -15,8 +17,43 @@ struct MemoryStats {
   int64_t allocated = 0, peak_allocated = 0;
   int64_t reserved = 0, peak_reserved = 0;
   int64_t num_allocs = 0, num_frees = 0, num_ooms = 0;
+  int64_t allocated_bytes_total = 0, freed_bytes_total = 0;  // accumulated, like num_allocs
   int64_t capacity = 0;
+  int64_t limit = 0;  // the process's own cap on reserved memory (SetMemoryLimit); 0: none
 };
+
+// Note [Allocation events]: every backend's allocator reports when memory is attached to a buffer
+// (kAlloc, at Materialize: in fused mode that is when a value first needs memory, not when the
+// tensor was made), returned (kFree), and refused (kOom), to at most one process-wide observer
+// (the torch layer's memory history). The address is the buffer's device address (Note [Device
+// pointers]); the size is what the device's memory was charged (the block), `requested` the
+// buffer's own size. Observers run on the allocating or freeing thread, outside the allocator's
+// lock, and must not block. With no observer the cost is one atomic load per event.
+struct AllocationEvent {
+  enum class Kind : uint8_t { kAlloc, kFree, kOom };
+  Kind kind = Kind::kAlloc;
+  int device = 0;
+  uint64_t address = 0;  // kOom: 0
+  int64_t size = 0;
+  int64_t requested = 0;
+  int64_t free_bytes = 0;  // kOom: what the device's budget still had
+};
+
+class AllocationObserver {
+ public:
+  virtual ~AllocationObserver() = default;
+  virtual void OnAllocationEvent(const AllocationEvent& event) = 0;
+};
+
+// Installs (or, with null, removes) the observer. The caller keeps it alive for the process.
+void SetAllocationObserver(AllocationObserver* observer);
+namespace internal {
+extern std::atomic<AllocationObserver*> g_allocation_observer;
+}
+inline void NotifyAllocation(const AllocationEvent& event) {
+  if (AllocationObserver* o = internal::g_allocation_observer.load(std::memory_order_acquire))
+    o->OnAllocationEvent(event);
+}
 
 class Allocator {
  public:
@@ -35,6 +72,17 @@ class Allocator {
   // Returns cached (freed but kept) memory to the system.
   virtual void EmptyCache() = 0;
   virtual int64_t capacity() const = 0;
+  // Caps the memory this process may reserve on the device at `bytes` (0: the capacity again);
+  // a request past it is out of memory, as past the capacity. Unimplemented where a backend's
+  // allocator keeps no budget of its own.
+  virtual Status SetMemoryLimit(int64_t bytes) {
+    (void)bytes;
+    return Unimplemented("this device's allocator cannot limit the memory a process uses");
+  }
+  // What a buffer of `nbytes` is charged in the device's memory (its block, rounded up).
+  virtual int64_t ChargedBytes(int64_t nbytes) const { return nbytes; }
+  // The sizes of the blocks held in the cache (freed, kept for reuse; not attached to a buffer).
+  virtual std::vector<int64_t> CachedBlocks() const { return {}; }
 };
 
 // Bytes of memory the host can really back now: MemAvailable, and no more than the process's

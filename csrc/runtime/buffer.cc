@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -42,9 +43,15 @@ Buffer::Buffer(int64_t nbytes, Allocator* allocator, int device)
 }
 
 Buffer::~Buffer() {
+  std::lock_guard<std::mutex> lock(g_ids_mu);  // first: ForEachLive never sees a buffer half gone
   g_buffers[id_].store(nullptr, std::memory_order_release);
-  std::lock_guard<std::mutex> lock(g_ids_mu);
   g_free_ids->push_back(id_);
+}
+
+void Buffer::ForEachLive(const std::function<void(const Buffer&)>& fn) {
+  std::lock_guard<std::mutex> lock(g_ids_mu);
+  for (uint32_t id = 1; id < g_next_id; ++id)
+    if (const Buffer* b = g_buffers[id].load(std::memory_order_acquire)) fn(*b);
 }
 
 Buffer* Buffer::FromDeviceAddress(const void* address) {

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <utility>
 
 #include "ir/types.h"
@@ -31,6 +32,9 @@ class Buffer {
   // any address inside [device_address(), device_address() + nbytes()) back to the buffer.
   void* device_address() const { return reinterpret_cast<void*>(kAddressTag | (uint64_t{id_} << kAddressShift)); }
   static Buffer* FromDeviceAddress(const void* address);
+  // Calls `fn` for every live buffer (of every device and backend), with buffer creation and
+  // destruction held off meanwhile: `fn` must not make or free buffers. For memory snapshots.
+  static void ForEachLive(const std::function<void(const Buffer&)>& fn);
   static constexpr uint64_t kAddressTag = uint64_t{1} << 62;
   static constexpr int kAddressShift = 36;
 

@@ -36,6 +36,7 @@ struct TaskContext {
   const char* op = "";   // points at a name that outlives the process (the op's schema name)
   std::string location;  // "file.py:42" when captured, else empty
   int thread = 0;        // the issuing thread's id (ThreadId())
+  uint64_t profile_id = 0;  // what a profiler links the task to (the issuing op's), 0: none
   // For a program of many ops (a fused window): the origin of each op of its source graph.
   std::shared_ptr<const std::vector<OpOrigin>> origins;
 };

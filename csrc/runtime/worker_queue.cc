@@ -14,8 +14,18 @@ namespace tpu {
 namespace {
 
 std::atomic<int> g_next_thread_id{1};
+std::atomic<TaskObserver*> g_task_observer{nullptr};
+
+int64_t WallNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 }  // namespace
+
+void WorkerQueue::SetTaskObserver(TaskObserver* observer) {
+  g_task_observer.store(observer, std::memory_order_release);
+}
 
 int ThreadId() {
   thread_local int id = g_next_thread_id.fetch_add(1, std::memory_order_relaxed);
@@ -254,7 +264,10 @@ void WorkerQueue::RunItem(Item& item) {
   RunReport& report = report_;  // worker or inline, never both at once for one item
   report.failed_op = -1;
   report.failed_results.clear();
+  TaskObserver* observer = g_task_observer.load(std::memory_order_relaxed);  // Note [Task observer]
+  int64_t start_ns = observer ? WallNs() : 0;
   Status st = Execute(item, &report);
+  if (observer) ReportTask(item, observer, start_ns, st.ok());
   if (!st.ok()) {
     RecordError(item, st, report);
     return;
@@ -262,6 +275,22 @@ void WorkerQueue::RunItem(Item& item) {
   // A result that overwrote its whole buffer holds a valid value again.
   for (const Binding& r : item.launch.results)
     if (r.buffer() && r.buffer()->failed() && r.CoversBuffer()) r.buffer()->set_failed(0);
+}
+
+void WorkerQueue::ReportTask(const Item& item, TaskObserver* observer, int64_t start_ns, bool ok) {
+  static_assert(static_cast<int>(TaskRecord::Kind::kWriteFrom) == static_cast<int>(Kind::kWriteFrom));
+  TaskRecord r;
+  r.kind = static_cast<TaskRecord::Kind>(item.kind);
+  r.device = device_;
+  r.seq = item.seq;
+  r.ctx = &item.ctx;
+  r.executable = item.kind == Kind::kLaunch ? item.launch.executable.get() : nullptr;
+  r.nbytes = item.nbytes;
+  r.ran_inline = &item == &inline_item_;
+  r.start_ns = start_ns;
+  r.end_ns = WallNs();
+  r.ok = ok;
+  observer->OnTaskRun(r);
 }
 
 namespace {
@@ -590,7 +619,22 @@ Status WorkerQueue::Read(Buffer* src, int64_t offset, int64_t nbytes, void* dst)
     return FailedPrecondition("this tensor has no value: the device op that was to compute it failed");
   }
   if (nbytes == 0) return Status::Ok();
-  return executor_->Read(src, offset, nbytes, dst);
+  TaskObserver* observer = g_task_observer.load(std::memory_order_relaxed);
+  if (!observer) return executor_->Read(src, offset, nbytes, dst);
+  // Note [Task observer]: a read runs on the reading thread, as a task would.
+  static const TaskContext kReadContext("copy to host");
+  TaskRecord r;
+  r.kind = TaskRecord::Kind::kReadInto;
+  r.device = device_;
+  r.ctx = &kReadContext;
+  r.nbytes = nbytes;
+  r.ran_inline = true;
+  r.start_ns = WallNs();
+  Status st = executor_->Read(src, offset, nbytes, dst);
+  r.end_ns = WallNs();
+  r.ok = st.ok();
+  observer->OnTaskRun(r);
+  return st;
 }
 
 }  // namespace tpu

@@ -13,6 +13,29 @@
 
 namespace tpu {
 
+// Note [Task observer]: an optional, process-wide observer of the tasks every WorkerQueue runs,
+// for profilers (the torch profiler's device timeline). It is called on the thread that ran the
+// task (the queue worker, or the submitting thread for an inline run) right after the task, with
+// the task's wall-clock interval; tasks skipped after a failed input are not reported. With no
+// observer set a task costs one extra relaxed atomic load.
+struct TaskRecord {
+  enum class Kind : uint8_t { kTask, kLaunch, kWrite, kCopy, kReadInto, kWriteFrom };
+  Kind kind = Kind::kTask;
+  int device = 0;
+  uint64_t seq = 0;
+  const TaskContext* ctx = nullptr;
+  const Executable* executable = nullptr;  // kLaunch
+  int64_t nbytes = 0;                       // copies
+  int64_t start_ns = 0, end_ns = 0;         // system_clock, since the epoch
+  bool ok = true;
+  bool ran_inline = false;
+};
+class TaskObserver {
+ public:
+  virtual ~TaskObserver() = default;
+  virtual void OnTaskRun(const TaskRecord& record) = 0;
+};
+
 class WorkerQueue final : public Queue {
  public:
   WorkerQueue(int device, Executor* executor);
@@ -47,6 +70,9 @@ class WorkerQueue final : public Queue {
 
   // Most tasks a producer may have queued before it waits (bounded memory).
   static constexpr uint64_t kMaxInFlight = 4096;
+
+  // Note [Task observer]: installs (null: removes) the observer; the caller keeps it alive.
+  static void SetTaskObserver(TaskObserver* observer);
 
  private:
   enum class Kind : uint8_t { kTask, kLaunch, kWrite, kCopy, kReadInto, kWriteFrom };
@@ -86,6 +112,7 @@ class WorkerQueue final : public Queue {
   }
   // Runs one item (on the worker, or inline under mu_), applying Note [Failed buffers].
   void RunItem(Item& item);
+  void ReportTask(const Item& item, TaskObserver* observer, int64_t start_ns, bool ok);
   Status Execute(Item& item, RunReport* report);
   // Both mark the item's failed results under errors_mu_, so a sync point reporting the error at
   // the same time restores what it should.

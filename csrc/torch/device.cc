@@ -15,6 +15,8 @@
 #include "torch/fork.h"
 #include "torch/generator.h"
 #include "torch/sync_wait.h"
+#include "torch/pinned.h"
+#include "torch/profiler.h"
 #include "torch/tensor_utils.h"
 
 namespace tpu::torch_bridge {
@@ -55,7 +57,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
                 "tpu allocator: copy_data of memory it did not allocate");
     MaterializeOrThrow(d);
     MaterializeOrThrow(s);
-    DeviceFor(d->device()).queue().Copy(s, 0, d, 0, static_cast<int64_t>(count), TaskContext("storage copy"));
+    DeviceFor(d->device()).queue().Copy(s, 0, d, 0, static_cast<int64_t>(count), ProfiledContext("storage copy"));
   }
   bool initialized() override { return true; }
   void emptyCache(c10::MempoolId_t) override {
@@ -64,7 +66,15 @@ class TpuAllocator final : public c10::DeviceAllocator {
       GetBackend().device(i).allocator().EmptyCache();
     }
   }
-  void recordStream(const c10::DataPtr&, c10::Stream) override {}  // one in-order queue per device
+  // tensor.record_stream(s): every stream of a device feeds its one in-order queue, and a queued
+  // task holds a reference to each buffer it uses, so freed memory is never reused while work
+  // queued on any stream still reads it. Nothing to record beyond checking the arguments.
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
+    TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
+                "record_stream: expected a tpu stream, got a stream of device ", stream.device());
+    TORCH_CHECK(ptr.device() == stream.device() || ptr.get() == nullptr, "record_stream: the tensor is on ",
+                ptr.device(), " but the stream is on ", stream.device());
+  }
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     DeviceFor(device < 0 ? 0 : device).queue().CollectGarbage();
     MemoryStats s = DeviceFor(device < 0 ? 0 : device).allocator().stats();
@@ -76,7 +86,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
       st.allocated = alloc;
       st.freed = freed;
     };
-    set(out.allocated_bytes, s.allocated, s.peak_allocated, 0, 0);
+    set(out.allocated_bytes, s.allocated, s.peak_allocated, s.allocated_bytes_total, s.freed_bytes_total);
     set(out.reserved_bytes, s.reserved, s.peak_reserved, 0, 0);
     set(out.active_bytes, s.allocated, s.peak_allocated, 0, 0);
     set(out.requested_bytes, s.allocated, s.peak_allocated, 0, 0);
@@ -161,7 +171,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
           done->store(NowNs());
           return Status::Ok();
         },
-        TaskContext("event.record"));
+        ProfiledContext("event.record"));
   }
   void block(void* event, const c10::Stream&) const override {}  // one queue: already ordered
   bool queryEvent(void* event) const override {
@@ -212,8 +222,9 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
   at::Device getDeviceFromPtr(void*) const override {
     return at::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(current_device));
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  // Note [Pinned memory] (torch/pinned.cc).
+  bool isPinnedPtr(const void* data) const override { return IsPinnedPtr(data); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return PinnedAllocator(); }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
   c10::DeviceIndex deviceCount() const override {
     return static_cast<c10::DeviceIndex>(GetBackend().device_count());
@@ -240,7 +251,7 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
       auto* dst = static_cast<Buffer*>(fresh.get_context());
       MaterializeOrThrow(dst);
       MaterializeOrThrow(buffer);
-      DeviceFor(buffer->device()).queue().Copy(buffer, 0, dst, 0, static_cast<int64_t>(keep), TaskContext("resize_"));
+      DeviceFor(buffer->device()).queue().Copy(buffer, 0, dst, 0, static_cast<int64_t>(keep), ProfiledContext("resize_"));
     }
     impl->set_data_ptr_noswap(std::move(fresh));
     impl->set_nbytes(newsize);
@@ -332,6 +343,11 @@ DType ToDType(at::ScalarType t) {
     case at::kBool: return DType::kBool;
     case at::kUInt32: return DType::kU32;
     case at::kUInt64: return DType::kU64;
+    case at::kComplexFloat: case at::kComplexDouble:
+      // Note [Complex tensors]: programs see a complex tensor as its float pairs; a kernel that
+      // asks for a complex IR dtype has no complex path.
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "this tpu op does not support ", t, " tensors; move them to the CPU "
+                                  "for it (tensor.cpu())");
     default:
       TORCH_CHECK_NOT_IMPLEMENTED(false, "dtype ", t, " is not supported on the tpu device");
   }
@@ -346,6 +362,10 @@ bool IsSupported(at::ScalarType t) {
     default:
       return false;
   }
+}
+
+bool IsStorageDType(at::ScalarType t) {
+  return IsSupported(t) || t == at::kComplexFloat || t == at::kComplexDouble;
 }
 
 at::ScalarType ToScalarType(DType t) {
@@ -404,8 +424,16 @@ Buffer* CheckedBufferOf(const at::Tensor& t, int64_t* storage_start) {
 Binding BindingOf(const at::Tensor& t) {
   int64_t start;
   Buffer* b = CheckedBufferOf(t, &start);
-  return Binding(b, start + t.storage_offset() * static_cast<int64_t>(t.element_size()), ToDType(t.scalar_type()),
-                 Dims(t.sizes().begin(), t.sizes().end()), Dims(t.strides().begin(), t.strides().end()));
+  int64_t offset = start + t.storage_offset() * static_cast<int64_t>(t.element_size());
+  Dims dims(t.sizes().begin(), t.sizes().end()), strides(t.strides().begin(), t.strides().end());
+  if (t.is_complex()) {
+    // Note [Complex tensors]: a complex tensor binds as its float pairs [..., 2].
+    for (int64_t& s : strides) s *= 2;
+    dims.push_back(2);
+    strides.push_back(1);
+    return Binding(b, offset, ToDType(c10::toRealValueType(t.scalar_type())), std::move(dims), std::move(strides));
+  }
+  return Binding(b, offset, ToDType(t.scalar_type()), std::move(dims), std::move(strides));
 }
 
 bool CoversStorage(const at::Tensor& t) {

@@ -23,6 +23,8 @@
 #include "torch/fork.h"
 #include "torch/generator.h"
 #include "torch/lower/context.h"
+#include "torch/memory_history.h"
+#include "torch/profiler.h"
 #include "torch/python_location.h"
 #include "torch/sync_wait.h"
 #include "torch/tensor_utils.h"
@@ -68,8 +70,15 @@ py::dict Properties(int index) {
 }
 
 py::dict MemoryStatsDict(int index) {
-  DeviceFor(index).queue().CollectGarbage();  // finished programs may still hold buffers
-  MemoryStats s = DeviceFor(index).allocator().stats();
+  Device& device = DeviceFor(index);
+  MemoryStats s;
+  {
+    // Threads freeing memory may hold the queue's lock while they wait for the GIL (the memory
+    // history's stacks): wait for the lock without it.
+    py::gil_scoped_release no_gil;
+    device.queue().CollectGarbage();  // finished programs may still hold buffers
+    s = device.allocator().stats();
+  }
   py::dict d;
   d["allocated_bytes.all.current"] = s.allocated;
   d["allocated_bytes.all.peak"] = s.peak_allocated;
@@ -77,9 +86,13 @@ py::dict MemoryStatsDict(int index) {
   d["reserved_bytes.all.peak"] = s.peak_reserved;
   d["num_alloc_retries"] = 0;
   d["num_ooms"] = s.num_ooms;
+  d["allocated_bytes.all.allocated"] = s.allocated_bytes_total;
+  d["allocated_bytes.all.freed"] = s.freed_bytes_total;
+  d["allocation.all.current"] = s.num_allocs - s.num_frees;
   d["allocation.all.allocated"] = s.num_allocs;
   d["allocation.all.freed"] = s.num_frees;
   d["capacity"] = s.capacity;
+  d["limit"] = s.limit;
   return d;
 }
 
@@ -97,6 +110,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_register_device", [] {
     RegisterDevice();
+    RegisterDeviceProfiler();  // Note [Device timeline]
     RegisterForkHandler();  // from now on the device counts as initialised (Note [Fork])
     RegisterExitStatusHandler();  // Note [Errors at exit]
     // Size the executor's pool once, before any kernel runs; every job is capped at PyTorch's
@@ -122,19 +136,28 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("get_device_properties", &Properties);
   m.def("memory_stats", &MemoryStatsDict);
-  m.def("reset_peak_memory_stats", [](int i) { DeviceFor(i).allocator().ResetPeak(); });
-  m.def("reset_accumulated_memory_stats", [](int i) { DeviceFor(i).allocator().ResetAccumulated(); });
+  m.def("reset_peak_memory_stats", [](int i) { DeviceFor(i).allocator().ResetPeak(); },
+        py::call_guard<py::gil_scoped_release>());
+  m.def("reset_accumulated_memory_stats", [](int i) { DeviceFor(i).allocator().ResetAccumulated(); },
+        py::call_guard<py::gil_scoped_release>());
   m.def("empty_cache", [] {
     for (int i = 0; i < GetBackend().device_count(); ++i) {
       GetBackend().device(i).queue().CollectGarbage();
       GetBackend().device(i).allocator().EmptyCache();
     }
-  });
+  }, py::call_guard<py::gil_scoped_release>());
   m.def("mem_get_info", [](int i) {
-    DeviceFor(i).queue().CollectGarbage();
-    MemoryStats s = DeviceFor(i).allocator().stats();
+    Device& device = DeviceFor(i);
+    MemoryStats s;
+    {
+      py::gil_scoped_release no_gil;
+      device.queue().CollectGarbage();
+      s = device.allocator().stats();
+    }
     return py::make_tuple(s.capacity - s.reserved, s.capacity);
   });
+  BindMemory(m);
+  m.def("_device_profiling", &DeviceProfiling);
   m.def("counters", [] { return CounterSnapshot(); });
   m.def("reset_counters", [] { ResetCounters(); });
   // Raises (ValueError) what was wrong with the TORCH_TPU_* environment when the registry read it.
@@ -178,8 +201,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_default_generator", [](int i) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(DefaultGenerator(static_cast<c10::DeviceIndex>(i))));
   });
-  m.def("_dump_window", [](int i) { return WindowFor(i < 0 ? CurrentDeviceIndex() : i).Dump(); });
-  m.def("_window_ops", [](int i) { return WindowFor(i < 0 ? CurrentDeviceIndex() : i).ops(); });
+  m.def("_dump_window", [](int i) { return WindowFor(i < 0 ? CurrentDeviceIndex() : i).Dump(); },
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_window_ops", [](int i) { return WindowFor(i < 0 ? CurrentDeviceIndex() : i).ops(); },
+        py::call_guard<py::gil_scoped_release>());
   m.def("_cut_windows", [](const std::string& reason) {
     CutReason r = CutReason::kSynchronize;
     for (int i = 0; i < static_cast<int>(CutReason::kCount); ++i)

@@ -7,6 +7,8 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
@@ -14,7 +16,10 @@
 #include <cstring>
 
 #include "base/metrics.h"
+#include "torch/lower/complex_util.h"
 #include "torch/lower/context.h"
+#include "torch/pinned.h"
+#include "torch/profiler.h"
 #include "torch/tensor_utils.h"
 
 namespace tpu::torch_bridge {
@@ -23,7 +28,7 @@ namespace {
 constexpr c10::DispatchKeySet kTpuKeys(c10::DispatchKey::PrivateUse1);
 
 void CheckDType(at::ScalarType t) {
-  TORCH_CHECK_NOT_IMPLEMENTED(IsSupported(t), "dtype ", t, " is not supported on the tpu device");
+  TORCH_CHECK_NOT_IMPLEMENTED(IsStorageDType(t), "dtype ", t, " is not supported on the tpu device");
 }
 
 at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
@@ -109,8 +114,11 @@ void CountToDevice(int64_t bytes) {
 
 // Device-side copy with dtype conversion and broadcasting, as one program on the queue.
 void DeviceCopy(const at::Tensor& src, const at::Tensor& dst) {
+  if (src.is_complex() || dst.is_complex()) return ComplexDeviceCopy(src, dst);  // Note [Complex tensors]
   Lowering l("aten::copy_");
   int v = l.Input(src);
+  // A lazy negative view's values are its bytes negated (Note [Copies of lazy views]).
+  if (src.is_neg() != dst.is_neg()) v = l.b().Unary(OpCode::kNegate, v);
   v = l.b().ConvertIfNeeded(v, ToDType(dst.scalar_type()));
   v = l.b().BroadcastTo(v, Dims(dst.sizes().begin(), dst.sizes().end()));
   l.Output(v, dst);
@@ -119,7 +127,9 @@ void DeviceCopy(const at::Tensor& src, const at::Tensor& dst) {
 
 // Host -> device, through the device queue: ordered after the queued work that reads or writes
 // `dst`; the host data is copied (or written) before this returns, so the caller may reuse it.
-void HostToDevice(const at::Tensor& src, const at::Tensor& dst) {
+void HostToDevice(const at::Tensor& src_arg, const at::Tensor& dst) {
+  // Lazy conjugate/negative views hold other values than their bytes: write the values.
+  at::Tensor src = src_arg.is_conj() || src_arg.is_neg() ? src_arg.resolve_conj().resolve_neg() : src_arg;
   at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
   int64_t bytes = host.numel() * host.element_size();
   CountToDevice(bytes);
@@ -128,7 +138,7 @@ void HostToDevice(const at::Tensor& src, const at::Tensor& dst) {
   Buffer* buffer = target.buffer();
   if (dst.is_contiguous() && !DeferredUses(buffer)) {
     MaterializeOrThrow(buffer);
-    DeviceOf(dst).queue().Write(buffer, target.byte_offset(), host.data_ptr(), bytes, TaskContext("copy to tpu"));
+    DeviceOf(dst).queue().Write(buffer, target.byte_offset(), host.data_ptr(), bytes, ProfiledContext("copy to tpu"));
     return;
   }
   // A strided destination, or one the open fused window still computes: write a contiguous
@@ -136,12 +146,12 @@ void HostToDevice(const at::Tensor& src, const at::Tensor& dst) {
   at::Tensor staging = at::empty(dst.sizes(), dst.options());
   Buffer* staged = BufferOf(staging);
   MaterializeOrThrow(staged);
-  DeviceOf(dst).queue().Write(staged, 0, host.data_ptr(), bytes, TaskContext("copy to tpu"));
+  DeviceOf(dst).queue().Write(staged, 0, host.data_ptr(), bytes, ProfiledContext("copy to tpu"));
   DeviceCopy(staging, dst);
 }
 
 at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  TORCH_CHECK(IsSupported(self.scalar_type()) && IsSupported(dst.scalar_type()),
+  TORCH_CHECK(IsStorageDType(self.scalar_type()) && IsStorageDType(dst.scalar_type()),
               "copy between ", self.scalar_type(), " and ", dst.scalar_type(), " is not supported on the tpu device");
   bool src_dev = self.device().type() == c10::DeviceType::PrivateUse1;
   bool dst_dev = dst.device().type() == c10::DeviceType::PrivateUse1;
@@ -160,10 +170,17 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
     }
   } else if (dst_dev) {
     TORCH_CHECK(self.device().is_cpu(), "copy from ", self.device(), " to tpu is not supported: move it to the CPU first");
+    if (non_blocking && CopyFromPinned(self, dst)) {  // Note [Pinned copies]
+      CountToDevice(self.numel() * static_cast<int64_t>(self.element_size()));
+      return dst;
+    }
     HostToDevice(self, dst);
   } else {
     TORCH_CHECK(dst.device().is_cpu(), "copy from tpu to ", dst.device(), " is not supported: copy to the CPU first");
-    const_cast<at::Tensor&>(dst).copy_(ReadToHost(self));
+    at::Tensor host = ReadToHost(self);  // the bytes: a lazy conjugate/negative view keeps its bit
+    if (self.is_conj()) host = host.conj();
+    if (self.is_neg()) host = host._neg_view();
+    const_cast<at::Tensor&>(dst).copy_(host);
   }
   return dst;
 }
@@ -183,6 +200,10 @@ at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) 
 at::Scalar _local_scalar_dense(const at::Tensor& self) { return ReadToHost(self).item(); }
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
+  if (self.is_complex()) {
+    ComplexFill(self, value);
+    return self;
+  }
   if (self.numel() == 0) return self;
   Lowering l("aten::fill_");
   int v = l.Scalar(value, self.scalar_type());
@@ -194,7 +215,12 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
 at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
               value.dim(), " dimensions.");
+  if (self.is_complex() && IsCpuScalar(value)) return fill_scalar(self, value.item());
   if (self.numel() == 0) return self;
+  if (self.is_complex()) {
+    ComplexDeviceCopy(value, self);  // a 0-dim device value broadcast
+    return self;
+  }
   Lowering l("aten::fill_");
   int v = TensorOrScalar(l, value, self.scalar_type());
   l.Output(l.b().BroadcastTo(v, Dims(self.sizes().begin(), self.sizes().end())), self);
@@ -204,7 +230,30 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
 
 at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
 
+// tensor.record_stream(s): the allocator's recordStream (device.cc says why it has nothing to do).
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(self.device().type() == c10::DeviceType::PrivateUse1, "record_stream: expected a tpu tensor");
+  static_cast<c10::DeviceAllocator*>(GetTpuAllocator())->recordStream(self.storage().data_ptr(), stream);
+}
+
 }  // namespace
+
+// Note [Copies of lazy views]: x.conj() and x._neg_view() are views whose values are their bytes
+// conjugated / negated. ATen's copy_ hands every copy that involves a tpu tensor to _copy_from
+// before it looks at those bits, and the Conjugate / Negative fallbacks would then resolve the
+// source by cloning it -- a clone is another copy_, so the copy of a lazy view would recurse
+// forever. _copy_from passes through those keys instead, and torch_tpu's _copy_from honors the
+// bits itself (DeviceCopy and ComplexDeviceCopy negate in the program; a CPU source is resolved
+// on the CPU; a device source read to the CPU keeps its bit there). Only cross-device and
+// non-CPU copies reach _copy_from, so the CPU's copies are unaffected.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);
@@ -213,6 +262,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", at::native::view);
   m.impl("_reshape_alias", at::native::_reshape_alias);
   m.impl("unfold", at::native::unfold);
+  m.impl("view_as_real", at::native::view_as_real);  // Note [Complex tensors]: views of the same buffer
+  m.impl("view_as_complex", at::native::view_as_complex);
   m.impl("resize_", resize_);
   m.impl("set_.source_Storage", set_source_storage);
   m.impl("set_.source_Storage_storage_offset", set_source_storage_offset);
@@ -224,6 +275,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fill_.Scalar", fill_scalar);
   m.impl("fill_.Tensor", fill_tensor);
   m.impl("zero_", zero_);
+  m.impl("record_stream", record_stream);
 }
 
 }  // namespace tpu::torch_bridge

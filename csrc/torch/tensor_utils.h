@@ -13,6 +13,8 @@ namespace tpu::torch_bridge {
 DType ToDType(at::ScalarType t);
 at::ScalarType ToScalarType(DType t);
 bool IsSupported(at::ScalarType t);
+// What device tensors may hold: the IR's dtypes and complex64/complex128 (Note [Complex tensors]).
+bool IsStorageDType(at::ScalarType t);
 
 Device& DeviceFor(int index);
 inline Device& DeviceOf(const at::Tensor& t) { return DeviceFor(t.device().index() < 0 ? 0 : t.device().index()); }

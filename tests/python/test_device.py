@@ -352,9 +352,9 @@ def test_environment_eager_mode_and_fallback():
         import torch, torch_tpu
         print(torch_tpu.get_eager_mode(), torch_tpu.config.get("fallback"))
         try:
-            torch.trace(torch.ones(2, 2, device="tpu"))
+            torch.linalg.det(torch.ones(2, 2, device="tpu"))
         except RuntimeError as e:
-            print("refused:", "aten::trace" in str(e))
+            print("refused:", "aten::_linalg_det" in str(e))
     """, TORCH_TPU_EAGER_MODE="debug", TORCH_TPU_FALLBACK="error")
     assert out.splitlines() == ["debug error", "refused: True"]
 
@@ -420,14 +420,14 @@ def test_metrics_report_lists_fallback_ops():
     old = torch_tpu.config.get("fallback")
     torch_tpu.config.set("fallback", "silent")
     try:
-        torch.trace(torch.ones(3, 3, device="tpu"))
+        torch.linalg.det(torch.ones(3, 3, device="tpu"))
     finally:
         torch_tpu.config.set("fallback", old)
     text = torch_tpu.metrics.report()
     assert text.startswith("torch_tpu metrics")
-    for word in ("executions", "compiles", "compile cache", "host syncs", "aten::trace"):
+    for word in ("executions", "compiles", "compile cache", "host syncs", "aten::_linalg_det.result"):
         assert word in text
-    assert torch_tpu.metrics.fallback_ops() == {"aten::trace": 1}
+    assert torch_tpu.metrics.fallback_ops() == {"aten::_linalg_det.result": 1}
     torch_tpu.metrics.reset()
     assert torch_tpu.metrics.fallback_ops() == {}
     assert "CPU fallback ops     none" in torch_tpu.metrics.report()

@@ -43,7 +43,6 @@ def rand(*shape, seed=0):
     ("renorm", lambda a: torch.renorm(a, 2, 1, 1.0), "aten::renorm.out"),
     ("frexp", lambda a: torch.frexp(a), "aten::frexp.Tensor_out"),
     ("slogdet", lambda a: torch.linalg.slogdet(a), "aten::_linalg_slogdet.sign"),
-    ("trace", lambda a: torch.trace(a), "aten::trace"),
     ("logcumsumexp", lambda a: torch.logcumsumexp(a, 0), "aten::_logcumsumexp"),
 ])
 def test_fallback_matches_cpu_and_is_counted(mode, fallback_policy, name, fn, counted):
@@ -86,10 +85,10 @@ def test_warns_once_per_op():
         import warnings, torch, torch_tpu
         x = torch.ones(8, device="tpu")
         texts = []
-        for op in (torch.frexp, torch.frexp, torch.trace, torch.frexp):
+        for op in (torch.frexp, torch.frexp, torch.linalg.det, torch.frexp):
             with warnings.catch_warnings(record=True) as w:
                 warnings.simplefilter("always")
-                op(x.view(2, 4) if op is torch.trace else x)
+                op(x.view(2, 2, 2) if op is torch.linalg.det else x)
             texts += [str(m.message) for m in w if "no native tpu lowering" in str(m.message)]
             print([t.split(" has no")[0] for t in texts])
         print(torch_tpu.metrics.fallback_ops())
@@ -101,8 +100,9 @@ def test_warns_once_per_op():
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[:4] == ["['aten::frexp.Tensor_out']", "['aten::frexp.Tensor_out']",
-                         "['aten::frexp.Tensor_out', 'aten::trace']", "['aten::frexp.Tensor_out', 'aten::trace']"]
-    assert lines[4] == "{'aten::frexp.Tensor_out': 3, 'aten::trace': 1}"  # counted every time, warned once
+                         "['aten::frexp.Tensor_out', 'aten::_linalg_det.result']",
+                         "['aten::frexp.Tensor_out', 'aten::_linalg_det.result']"]
+    assert lines[4] == "{'aten::_linalg_det.result': 1, 'aten::frexp.Tensor_out': 3}"  # counted every time, warned once
     assert lines[5].startswith("aten::frexp.Tensor_out has no native tpu lowering: it runs on the CPU")
     assert "fallback/aten::frexp.Tensor_out" in lines[5] and "TORCH_TPU_FALLBACK=error" in lines[5]
 
@@ -119,14 +119,14 @@ def test_silent_policy_does_not_warn(fallback_policy):
 def test_error_policy(fallback_policy):
     fallback_policy("error")
     x = torch.ones(3, 3, device="tpu")
-    with pytest.raises(RuntimeError, match=r"aten::trace has no native tpu lowering.*TORCH_TPU_FALLBACK=error"):
-        torch.trace(x)
+    with pytest.raises(RuntimeError, match=r"aten::frexp.Tensor_out has no native tpu lowering.*TORCH_TPU_FALLBACK=error"):
+        torch.frexp(x)
     with pytest.raises(RuntimeError, match=r"aten::_linalg_det.result has no native tpu lowering"):
         torch.linalg.det(x)
     # native ops are unaffected, and the device keeps working
     assert torch.equal((x * 2).cpu(), torch.full((3, 3), 2.0))
     fallback_policy("silent")
-    assert torch.trace(x).item() == 3.0
+    assert torch.linalg.det(x).item() == 0.0
 
 
 # ---- mutating ops write back -------------------------------------------------------------------

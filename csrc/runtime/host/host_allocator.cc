@@ -53,12 +53,13 @@ StatusOr<HostAllocator::Block*> HostAllocator::MapSegmentLocked(int64_t size, bo
   // would only pile up as shapes grow. They go back before a larger one is mapped, so a loop
   // over changing shapes settles on one working set (sized by its largest step).
   if (!small) ReleaseFreeSegmentsLocked(/*pool=*/&large_free_, /*smaller_than=*/size);
-  if (stats_.reserved + seg > stats_.capacity) ReleaseFreeSegmentsLocked();
+  const int64_t budget = MemoryBudget(stats_);  // the capacity, or the process's lower limit
+  if (stats_.reserved + seg > budget) ReleaseFreeSegmentsLocked();
   // Near the budget, a segment of the request's own size may still fit.
-  if (stats_.reserved + seg > stats_.capacity) seg = RoundUp(size, kPage);
-  if (stats_.reserved + seg > stats_.capacity) {
+  if (stats_.reserved + seg > budget) seg = RoundUp(size, kPage);
+  if (stats_.reserved + seg > budget) {
     ++stats_.num_ooms;
-    return OutOfMemory(device_, size, stats_.allocated, stats_.capacity);
+    return OutOfMemory(device_, size, stats_.allocated, stats_.capacity, stats_.limit);
   }
   void* p = mmap(nullptr, static_cast<size_t>(seg), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
@@ -95,6 +96,7 @@ StatusOr<void*> HostAllocator::TakeBlockLocked(int64_t nbytes) {
   b->free = false;
   live_.emplace(b->ptr, b);
   stats_.allocated += b->size;
+  stats_.allocated_bytes_total += b->size;
   if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
   ++stats_.num_allocs;
   return static_cast<void*>(b->ptr);
@@ -102,6 +104,7 @@ StatusOr<void*> HostAllocator::TakeBlockLocked(int64_t nbytes) {
 
 void HostAllocator::ReturnBlockLocked(Block* b) {
   stats_.allocated -= b->size;
+  stats_.freed_bytes_total += b->size;
   ++stats_.num_frees;
   FreeSet& pool = PoolOf(b->small);
   b->free = true;
@@ -146,24 +149,51 @@ void HostAllocator::ReleaseFreeSegmentsLocked(FreeSet* only, int64_t smaller_tha
 StatusOr<Buffer*> HostAllocator::Allocate(int64_t nbytes, bool materialize) {
   if (!materialize && RoundSize(nbytes) > stats_.capacity) {
     // Memory comes later, but a buffer larger than the whole device can never get it: say so now.
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.num_ooms;
-    return OutOfMemory(device_, nbytes, stats_.allocated, stats_.capacity);
+    Status oom;
+    int64_t free_bytes;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.num_ooms;
+      oom = OutOfMemory(device_, nbytes, stats_.allocated, stats_.capacity, stats_.limit);
+      free_bytes = MemoryBudget(stats_) - stats_.allocated;
+    }
+    NotifyOom(device_, nbytes, free_bytes);
+    return oom;
   }
   return NewBuffer(this, device_, nbytes, materialize);
 }
 
 Status HostAllocator::Materialize(Buffer* buffer) {
   if (buffer->materialized()) return Status::Ok();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (buffer->materialized()) return Status::Ok();  // another thread won
-  TPU_ASSIGN_OR_RETURN(void* p, TakeBlockLocked(buffer->nbytes()));
-  buffer->set_contents(p);
+  StatusOr<void*> p = TakeBlockLocked(buffer->nbytes());
+  if (!p.ok()) {
+    int64_t free_bytes = MemoryBudget(stats_) - stats_.allocated;
+    lock.unlock();  // observers run outside the lock (Note [Allocation events])
+    NotifyOom(device_, buffer->nbytes(), free_bytes);
+    return p.status();
+  }
+  buffer->set_contents(p.value());
+  const int64_t charged = live_.at(p.value())->size;  // the block, which may exceed RoundSize
+  lock.unlock();
+  NotifyAlloc(*buffer, charged);
   return Status::Ok();
 }
 
 void HostAllocator::Free(Buffer* buffer) {
-  if (void* p = buffer->contents()) ReturnScratch(p, buffer->nbytes());
+  if (void* p = buffer->contents()) {
+    if (internal::g_allocation_observer.load(std::memory_order_relaxed)) {
+      int64_t charged;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = live_.find(p);
+        charged = it != live_.end() ? it->second->size : RoundSize(buffer->nbytes());
+      }
+      NotifyFree(*buffer, charged);
+    }
+    ReturnScratch(p, buffer->nbytes());
+  }
   delete buffer;
 }
 
@@ -205,6 +235,23 @@ void HostAllocator::ResetPeak() {
 void HostAllocator::ResetAccumulated() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.num_allocs = stats_.num_frees = stats_.num_ooms = 0;
+  stats_.allocated_bytes_total = stats_.freed_bytes_total = 0;
+}
+
+Status HostAllocator::SetMemoryLimit(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.limit = bytes > 0 ? bytes : 0;
+  // Cached blocks past the new budget go back to the system now.
+  if (stats_.reserved > MemoryBudget(stats_)) ReleaseFreeSegmentsLocked();
+  return Status::Ok();
+}
+
+std::vector<int64_t> HostAllocator::CachedBlocks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int64_t> sizes;
+  for (const FreeSet* pool : {&small_free_, &large_free_})
+    for (const Block* b : *pool) sizes.push_back(b->size);
+  return sizes;
 }
 
 void HostAllocator::EmptyCache() {

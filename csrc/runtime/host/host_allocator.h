@@ -39,6 +39,9 @@ class HostAllocator final : public Allocator {
   void ResetAccumulated() override;
   void EmptyCache() override;
   int64_t capacity() const override { return stats_.capacity; }
+  Status SetMemoryLimit(int64_t bytes) override;
+  std::vector<int64_t> CachedBlocks() const override;
+  int64_t ChargedBytes(int64_t nbytes) const override { return RoundSize(nbytes); }
 
   // The block size a request of `nbytes` takes: 512-byte granules (64-byte aligned blocks).
   static int64_t RoundSize(int64_t nbytes);

@@ -105,31 +105,46 @@ StatusOr<Buffer*> PjrtAllocator::Allocate(int64_t nbytes, bool materialize) {
 
 Status PjrtAllocator::Materialize(Buffer* buffer) {
   if (buffer->materialized()) return Status::Ok();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (buffer->materialized()) return Status::Ok();  // another thread won
   int64_t n = buffer->nbytes();
-  if (stats_.allocated + n > stats_.capacity) {
+  if (stats_.allocated + n > MemoryBudget(stats_)) {
     ++stats_.num_ooms;
-    return OutOfMemory(device_, n, stats_.allocated, stats_.capacity);
+    Status oom = OutOfMemory(device_, n, stats_.allocated, stats_.capacity, stats_.limit);
+    int64_t free_bytes = MemoryBudget(stats_) - stats_.allocated;
+    lock.unlock();  // observers run outside the lock (Note [Allocation events])
+    NotifyOom(device_, n, free_bytes);
+    return oom;
   }
   stats_.allocated += n;
+  stats_.allocated_bytes_total += n;
   stats_.reserved = stats_.allocated;
   if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
   stats_.peak_reserved = stats_.peak_allocated;
   ++stats_.num_allocs;
   buffer->set_contents(kUnwritten);
+  lock.unlock();
+  NotifyAlloc(*buffer, n);
   return Status::Ok();
 }
 
 void PjrtAllocator::Free(Buffer* buffer) {
   if (buffer->materialized()) {
+    NotifyFree(*buffer, buffer->nbytes());
     DestroyBuffer(*api_, PjrtBufferOf(buffer));
     std::lock_guard<std::mutex> lock(mu_);
     stats_.allocated -= buffer->nbytes();
+    stats_.freed_bytes_total += buffer->nbytes();
     stats_.reserved = stats_.allocated;
     ++stats_.num_frees;
   }
   delete buffer;
+}
+
+Status PjrtAllocator::SetMemoryLimit(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.limit = bytes > 0 ? bytes : 0;
+  return Status::Ok();
 }
 
 MemoryStats PjrtAllocator::stats() const {
@@ -145,6 +160,7 @@ void PjrtAllocator::ResetPeak() {
 void PjrtAllocator::ResetAccumulated() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.num_allocs = stats_.num_frees = stats_.num_ooms = 0;
+  stats_.allocated_bytes_total = stats_.freed_bytes_total = 0;
 }
 
 }  // namespace tpu::pjrt

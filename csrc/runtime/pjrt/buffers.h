@@ -66,6 +66,7 @@ class PjrtAllocator final : public Allocator {
   void ResetAccumulated() override;
   void EmptyCache() override {}  // nothing is cached: freed arrays go back to the plugin at once
   int64_t capacity() const override { return stats_.capacity; }
+  Status SetMemoryLimit(int64_t bytes) override;
 
  private:
   const Api* api_;

@@ -10,6 +10,7 @@
 #include "ir/strided.h"
 #include "torch/deferred/capture.h"
 #include "torch/lower/context.h"
+#include "torch/profiler.h"
 #include "torch/tensor_utils.h"
 
 namespace tpu::torch_bridge {
@@ -329,7 +330,7 @@ uint64_t Window::CutLocked(CutReason reason) {
   results.reserve(live.size());
   for (const Entry* e : live) results.emplace_back(e->buffer, 0, e->value_type.dtype, e->value_type.dims);
   Queue& queue = DeviceFor(device_).queue();
-  TaskContext ctx("fused window");
+  TaskContext ctx = ProfiledContext("fused window");
   ctx.thread = ThreadId();
   ctx.origins = origins_;
   auto graph = builder_.FinishInPlace();

@@ -11,6 +11,7 @@
 #include "torch/deferred/capture.h"
 #include "torch/deferred/window.h"
 #include "torch/device_errors.h"
+#include "torch/profiler.h"
 #include "torch/python_location.h"
 #include "torch/sync_wait.h"
 #include "torch/tensor_utils.h"
@@ -158,6 +159,7 @@ int Lowering::Checked(int x, int ok, CheckKind kind) {
 
 void Lowering::Run() {
   static Counter* executions = GetCounter("executions");
+  if (DeviceProfiling() && location_.empty()) location_ = UserSourceLocation();  // Note [Device timeline]
   for (auto& [value, out] : outputs_) builder_.Result(value);
   auto graph = builder_.FinishInPlace();
   if (!graph.ok()) ThrowStatus(Internal(std::string(op_) + ": " + graph.status().message()));
@@ -182,6 +184,7 @@ void Lowering::Run() {
   bool small = program->work() <= Flags().inline_work;
   TaskContext ctx(op_, std::move(location_));
   ctx.thread = ThreadId();
+  if (DeviceProfiling()) ctx.profile_id = CurrentProfileId();
   uint64_t seq = dev.queue().Launch(std::move(program), params_.data(), params_.size(), results.data(),
                                     results.size(), std::move(ctx), small);
   executions->Add();

@@ -88,6 +88,8 @@ LoweredResult DivImpl(const at::Tensor& self, const at::Tensor& other, std::opti
                           l.b().Unary(OpCode::kFloor, l.b().Unary(OpCode::kAbs, q)));
     });
   }
+  TORCH_CHECK_NOT_IMPLEMENTED(!at::isComplexType(at::result_type(self, other)), "\"div_", *mode,
+                              "_tpu\" not implemented for '", at::result_type(self, other), "'");
   TORCH_CHECK(*mode == "floor", "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
   return LowerElementwise("aten::div", {self, other}, out, ResultKind::kCommon,
                           [](Lowering& l, const V& v, DType t) {
@@ -197,6 +199,8 @@ LoweredResult AddSub(const char* op, bool sub, const at::Tensor& self, const at:
   }
   // An integral alpha (the default 1) passes alpha_check for every dtype: skip the promotion.
   if (!alpha.isIntegral(/*includeBool=*/false)) at::native::alpha_check(at::result_type(self, other), alpha);
+  if (C10_UNLIKELY(self.is_complex() || other.is_complex()))  // Note [Complex tensors]
+    return LowerComplexElementwise(op, {self, other}, out, &alpha);
   return LowerElementwise(op, {self, other}, out, ResultKind::kCommon, [&](Lowering& l, const V& v, DType t) {
     // bool: self || (alpha && other); alpha is a structural true/false here.
     if (t == DType::kBool) return alpha.toBool() ? l.b().Binary(OpCode::kOr, v[0], v[1]) : v[0];

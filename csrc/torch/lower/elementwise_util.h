@@ -75,6 +75,10 @@ class LoweredResult {
   c10::MaybeOwned<at::Tensor> t_;
 };
 
+// The complex path (Note [Complex tensors], complex.cc), taken when the promoted dtype is complex.
+LoweredResult LowerComplexElementwise(const char* op, std::initializer_list<TensorArg> inputs, OutArg out,
+                                      const at::Scalar* alpha);
+
 // fn(Lowering&, const ValueList& inputs in compute dtype, DType compute) -> value (any dtype).
 template <typename F>
 LoweredResult LowerElementwise(const char* op, std::initializer_list<TensorArg> inputs, OutArg out,
@@ -97,6 +101,7 @@ LoweredResult LowerElementwise(const char* op, std::initializer_list<TensorArg> 
     for (const TensorArg& a : inputs) state = at::native::update_result_type_state(a.get(), state);
     common = at::native::result_type(state);
   }
+  if (C10_UNLIKELY(at::isComplexType(common))) return LowerComplexElementwise(op, inputs, out, nullptr);
   at::DimVector shape(ins[0].get().sizes());
   for (size_t i = 1; i < n; ++i) shape = at::infer_size_dimvector(shape, ins[i].get().sizes());
   at::ScalarType result = ResultDType(kind, common);

@@ -35,8 +35,14 @@ bool EmptyCase(const at::Tensor& self, const at::Tensor& out, double empty_value
 
 // sum / prod: the input is converted to the result dtype (as ATen's reduction iterator does),
 // accumulated in its opmath type (float32 for bfloat16/float16) and rounded once.
+// Note [Complex tensors]: a complex sum or mean is the sum or mean of its float view over the same
+// axes (the pair dimension is last, so the axes keep their numbers).
+at::Tensor FloatView(const at::Tensor& t) { return at::view_as_real(t.resolve_conj().resolve_neg()); }
+
 void LowerAccumulate(const char* op, ReduceKind kind, const at::Tensor& self, const Axes& axes,
                      const at::Tensor& out) {
+  if (C10_UNLIKELY(self.is_complex() && out.is_complex() && kind == ReduceKind::kAdd))
+    return LowerAccumulate(op, kind, FloatView(self), axes, at::view_as_real(out));
   if (EmptyCase(self, out, kind == ReduceKind::kMul ? 1 : 0)) return;
   at::ScalarType rt = out.scalar_type();
   Lowering l(op);
@@ -47,6 +53,7 @@ void LowerAccumulate(const char* op, ReduceKind kind, const at::Tensor& self, co
 
 // ATen's CPU mean: the sum in the result's opmath type, divided by the count, rounded once.
 void LowerMean(const at::Tensor& self, const Axes& axes, const at::Tensor& out) {
+  if (C10_UNLIKELY(self.is_complex() && out.is_complex())) return LowerMean(FloatView(self), axes, at::view_as_real(out));
   if (EmptyCase(self, out, std::numeric_limits<double>::quiet_NaN())) return;
   at::ScalarType rt = out.scalar_type();
   Lowering l("aten::mean");

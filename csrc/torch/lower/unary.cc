@@ -34,6 +34,11 @@ struct UnaryOp {
 
 LoweredResult RunUnary(const UnaryOp& u, const at::Tensor& self, OutArg out) {
   at::ScalarType st = self.scalar_type();
+  if (C10_UNLIKELY(at::isComplexType(st))) {  // Note [Complex tensors]
+    TORCH_CHECK(std::string_view(u.op) != "aten::sign", "Unlike NumPy, torch.sign is not intended to support complex numbers. Please use "
+                "torch.sgn instead.");
+    return LowerComplexElementwise(u.op, {self}, out, nullptr);
+  }
   if (u.bool_error) TORCH_CHECK(st != at::kBool, u.bool_error);
   if (u.ints == Ints::kFloatOnly)
     CheckKernelDType(!at::isIntegralType(st, /*includeBool=*/true), u.kernel, st);
