@@ -89,7 +89,7 @@ python_tests_pjrt() {
     echo "pytest-pjrt: SKIPPED: no PJRT plugin installed (scripts/setup.sh installs XLA's CPU plugin)"
     return 0
   fi
-  echo "pytest-pjrt: plugins: ${TORCH_TPU_PJRT_PLUGIN:-$candidates}"
+  echo "pytest-pjrt: plugin: ${TORCH_TPU_PJRT_PLUGIN:-the first of $candidates (libtpu only where a TPU is present)}"
   local files=("${PJRT_PYTEST_FILES[@]/#/tests/python/}") rc=0
   TORCH_TPU_BACKEND=pjrt TORCH_TPU_TEST_MODES=strict TORCH_TPU_PJRT_PLUGIN_CANDIDATES="$candidates" \
     timeout 30m "$py" -m pytest "${files[@]}" -q "$@" || rc=$?
