@@ -81,6 +81,7 @@ python_tests() {
 PJRT_PYTEST_FILES=(
   test_activation.py test_unary.py test_shape.py test_matmul.py test_nn.py test_pooling_norm.py
   test_indexing.py test_index_ops.py test_sort.py test_foreach.py test_training.py test_fused_optim.py
+  opinfo/test_opinfo.py
 )
 python_tests_pjrt() {
   local candidates
