@@ -78,7 +78,7 @@ python_tests() {
 
 # The pjrt pass: op families and the training tests, strict mode only (TORCH_TPU_TEST_MODES), on
 # the plugin the backend chooses (README "PJRT backend"; XLA's CPU plugin here). Measured file by
-# file on this project's 2-core machine at load 13-16: 1100 s of wall time in all (1008 tests,
+# file on this project's 2-core machine at load 13-16: 1100 s of wall time in all (1087 tests,
 # about 420 s of CPU time by the wall/CPU ratio of 2.4-2.9 measured on these runs), so roughly
 # 7 minutes on a quiet 2-core machine.
 PJRT_PYTEST_FILES=(
