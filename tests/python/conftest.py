@@ -28,10 +28,27 @@ def restored_option(name):
         torch_tpu.config.set(name, previous)
 
 
-@pytest.fixture(params=["strict", "debug", "fused"])
+_MODES = ("strict", "debug", "fused")
+
+
+def _test_modes():
+    """The eager modes the `mode` fixture runs: all three, or those named in TORCH_TPU_TEST_MODES
+    (comma-separated, e.g. "strict" for CI's pass on the pjrt backend)."""
+    text = os.environ.get("TORCH_TPU_TEST_MODES", "").strip()
+    if not text:
+        return list(_MODES)
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in _MODES]
+    if unknown or not modes:
+        raise pytest.UsageError(
+            f"TORCH_TPU_TEST_MODES={text!r}: unknown mode(s) {unknown}; choose from {list(_MODES)}")
+    return modes
+
+
+@pytest.fixture(params=_test_modes())
 def mode(request):
     """Runs a test in each eager mode (fused: the test's ops are deferred into windows, cut when the
-    test reads a result).
+    test reads a result); TORCH_TPU_TEST_MODES limits the modes.
 
     Test tensors are small, and a small program submitted to an idle queue runs on the calling
     thread (option inline_work). So that the suite also exercises the queue worker -- programs

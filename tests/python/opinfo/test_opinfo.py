@@ -40,7 +40,25 @@ def ops():
         yield dict(zip(SUBSET, walker.find_ops(SUBSET)))
 
 
-@pytest.mark.parametrize("name", SUBSET)
+# Known differences on the pjrt backend (XLA's CPU plugin), strict so that a fix removes them.
+_PJRT_XFAIL = {
+    # XLA's pow/log give the exponent's gradient (sum over a broadcast dim of g * x**y * log(x))
+    # 2.8e-6 relative (1.4e-4 absolute on ~49) away from PyTorch CPU's float32, over the suite's
+    # 1.3e-6; not yet judged against float64.
+    "pow": "pow's exponent gradient differs from CPU float32 by 2.8e-6 relative (XLA's pow/log)",
+}
+_ON_PJRT = torch_tpu.config.get("backend") == "pjrt"
+
+
+def _params():
+    for name in SUBSET:
+        marks = ()
+        if _ON_PJRT and name in _PJRT_XFAIL:
+            marks = pytest.mark.xfail(reason=f"pjrt backend: {_PJRT_XFAIL[name]}", strict=True)
+        yield pytest.param(name, marks=marks, id=name)
+
+
+@pytest.mark.parametrize("name", list(_params()))
 def test_float32_matches_cpu(ops, name):
     res = walker.check_op(ops[name], torch.float32)
     assert res.status in ("native", "fallback"), f"{name}: {res.status}: {res.error}"
