@@ -9,6 +9,15 @@ namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// A transfer of n bytes in rounds of `unit` bytes: at least one round (an empty collective still
+// meets its peers), round r covering [offset(r), offset(r) + length(r)).
+struct RoundSplit {
+  int64_t n, unit;
+  int64_t count() const { return std::max<int64_t>(1, CeilDiv(n, unit)); }
+  int64_t offset(int64_t r) const { return r * unit; }
+  int64_t length(int64_t r) const { return std::max<int64_t>(0, std::min(unit, n - r * unit)); }
+};
+
 // The descriptor a rank publishes: valid only when the inputs it offers hold values.
 CollDesc Published(const Collective& c, const CollState& st, bool offers_input) {
   CollDesc d = c.desc;
@@ -47,10 +56,11 @@ Plan ShmTransport::Reduction(const Collective& c, const std::shared_ptr<CollStat
   plan.keep = g_;
   const int n_ranks = g_->world(), me = g_->rank();
   const int64_t es = DTypeSize(c.dtype), n = c.in_bytes, chunk = g_->chunk();
-  const int64_t rounds = std::max<int64_t>(1, CeilDiv(n, chunk));
+  const RoundSplit split{n, chunk};
+  const int64_t rounds = split.count();
   for (int64_t r = 0; r < rounds; ++r) {
     const uint64_t k = g_->NextRound();
-    const int64_t off = r * chunk, len = std::max<int64_t>(0, std::min(chunk, n - off));
+    const int64_t off = split.offset(r), len = split.length(r);
     const int64_t count = len / es, per = CeilDiv(count, n_ranks);
     auto part = [count, per, es](int q) {
       int64_t b = std::min(count, q * per), e = std::min(count, (q + 1) * per);
@@ -83,10 +93,11 @@ Plan ShmTransport::Broadcast(const Collective& c, const std::shared_ptr<CollStat
   plan.keep = g_;
   const int me = g_->rank();
   const int64_t n = c.in_bytes, chunk = g_->chunk();
-  const int64_t rounds = std::max<int64_t>(1, CeilDiv(n, chunk));
+  const RoundSplit split{n, chunk};
+  const int64_t rounds = split.count();
   for (int64_t r = 0; r < rounds; ++r) {
     const uint64_t k = g_->NextRound();
-    const int64_t off = r * chunk, len = std::max<int64_t>(0, std::min(chunk, n - off));
+    const int64_t off = split.offset(r), len = split.length(r);
     Step s;
     if (me == c.root && len) s.reads.push_back({off, len, g_->Slot(c.root, k)});
     s.run = [g = g_, c, st, k, me] {
@@ -105,10 +116,11 @@ Plan ShmTransport::Gather(const Collective& c, const std::shared_ptr<CollState>&
   plan.keep = g_;
   const int n_ranks = g_->world(), me = g_->rank();
   const int64_t n = c.in_bytes, chunk = g_->chunk();
-  const int64_t rounds = std::max<int64_t>(1, CeilDiv(n, chunk));
+  const RoundSplit split{n, chunk};
+  const int64_t rounds = split.count();
   for (int64_t r = 0; r < rounds; ++r) {
     const uint64_t k = g_->NextRound();
-    const int64_t off = r * chunk, len = std::max<int64_t>(0, std::min(chunk, n - off));
+    const int64_t off = split.offset(r), len = split.length(r);
     Step s;
     if (len) s.reads.push_back({off, len, g_->Slot(me, k)});
     s.run = [g = g_, c, st, k] { return g->Check(k, Published(c, *st, true), nullptr, Deadline::After(c.timeout)); };
@@ -125,10 +137,11 @@ Plan ShmTransport::Scatter(const Collective& c, const std::shared_ptr<CollState>
   plan.keep = g_;
   const int n_ranks = g_->world(), me = g_->rank();
   const int64_t n = c.out_bytes, block = BlockBytes();
-  const int64_t rounds = std::max<int64_t>(1, CeilDiv(n, block));
+  const RoundSplit split{n, block};
+  const int64_t rounds = split.count();
   for (int64_t r = 0; r < rounds; ++r) {
     const uint64_t k = g_->NextRound();
-    const int64_t off = r * block, len = std::max<int64_t>(0, std::min(block, n - off));
+    const int64_t off = split.offset(r), len = split.length(r);
     Step s;
     if (me == c.root && len)
       for (int q = 0; q < n_ranks; ++q) s.reads.push_back({q * n + off, len, g_->Slot(c.root, k) + q * block});
@@ -148,10 +161,11 @@ Plan ShmTransport::ReduceScatter(const Collective& c, const std::shared_ptr<Coll
   plan.keep = g_;
   const int n_ranks = g_->world(), me = g_->rank();
   const int64_t es = DTypeSize(c.dtype), n = c.out_bytes, block = BlockBytes();
-  const int64_t rounds = std::max<int64_t>(1, CeilDiv(n, block));
+  const RoundSplit split{n, block};
+  const int64_t rounds = split.count();
   for (int64_t r = 0; r < rounds; ++r) {
     const uint64_t k = g_->NextRound();
-    const int64_t off = r * block, len = std::max<int64_t>(0, std::min(block, n - off));
+    const int64_t off = split.offset(r), len = split.length(r);
     Step s;
     if (len)
       for (int q = 0; q < n_ranks; ++q) s.reads.push_back({q * n + off, len, g_->Slot(me, k) + q * block});
