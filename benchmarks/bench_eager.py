@@ -5,8 +5,11 @@ Measures, in one run and with the same thread count for both:
   2. MLP training-step time (forward + backward + AdamW) on the device (strict and debug modes)
      vs PyTorch CPU eager (and, with --inductor, torch.compile's Inductor on the CPU).
 All tpu numbers are host-executor measurements (the programs run on this machine's CPU).
+`--pjrt` adds the same figures on the pjrt backend (XLA's CPU plugin unless TORCH_TPU_PJRT_PLUGIN
+names another), measured in a peer process that takes its turn in the same rotation
+(benchmarks/_peer.py).
 
-    python benchmarks/bench_eager.py [--threads 2] [--quick] [--inductor]
+    python benchmarks/bench_eager.py [--threads 2] [--quick] [--inductor] [--pjrt]
 """
 from __future__ import annotations
 
@@ -82,33 +85,55 @@ def _time_tiny(call, device: str, iters: int) -> tuple[float, float, float | Non
     return (t1 - t0) / iters / 1e9, (c1 - c0) / iters / 1e9, worker
 
 
-def bench_tiny_ops(iters: int, repeats: int = 7) -> list[tuple[str, dict]]:
-    """Per-op cost on tiny tensors. CPU and tpu loops alternate, so load from other processes
-    hits both alike; each figure is the median over `repeats` loops."""
+def tiny_call(name: str, device: str):
+    """The op `name` of TINY_OPS on fresh tiny tensors of `device`, warmed up."""
+    fn = TINY_OPS[name]
+    if fn is None:
+        a = torch.randn(4, 4, device=device)
+        b = torch.randn(4, 4, device=device)
+        call = lambda a=a, b=b: torch.mm(a, b)  # noqa: E731
+    else:
+        x = torch.randn(16, device=device)
+        y = torch.rand(16, device=device) + 0.5
+        call = lambda fn=fn, x=x, y=y: fn(x, y)  # noqa: E731
+    for _ in range(100):
+        call()
+    sync(device)
+    return call
+
+
+# The pjrt peer's side (benchmarks/_peer.py).
+_PEER_CALLS: dict = {}
+
+
+def remote_time_tiny(name: str, iters: int) -> list:
+    if name not in _PEER_CALLS:
+        _PEER_CALLS[name] = tiny_call(name, "tpu")
+    return list(_time_tiny(_PEER_CALLS[name], "tpu", iters))
+
+
+def remote_time_mlp(mode: str, iters: int, batch: int) -> float:
+    with torch_tpu.eager_mode(mode):
+        return time_loop(make_step("tpu", batch), "tpu", iters, repeats=3)
+
+
+def bench_tiny_ops(iters: int, repeats: int = 7, peer=None) -> list[tuple[str, dict]]:
+    """Per-op cost on tiny tensors. CPU and tpu (and pjrt) loops alternate, so load from other
+    processes hits them alike; each figure is the median over `repeats` loops."""
     rows = []
-    for name, fn in TINY_OPS.items():
-        calls = {}
-        for device in ("cpu", "tpu"):
-            if fn is None:
-                a = torch.randn(4, 4, device=device)
-                b = torch.randn(4, 4, device=device)
-                calls[device] = lambda a=a, b=b: torch.mm(a, b)  # noqa: E731
-            else:
-                x = torch.randn(16, device=device)
-                y = torch.rand(16, device=device) + 0.5
-                calls[device] = lambda fn=fn, x=x, y=y: fn(x, y)  # noqa: E731
-            for _ in range(max(10, iters // 10)):
-                calls[device]()
-            sync(device)
-        samples = {"cpu": [], "tpu": []}
+    for name in TINY_OPS:
+        calls = {device: tiny_call(name, device) for device in ("cpu", "tpu")}
+        samples = {"cpu": [], "tpu": [], "pjrt": []}
         for _ in range(repeats):
             for device in ("cpu", "tpu"):
                 samples[device].append(_time_tiny(calls[device], device, iters))
+            if peer is not None:
+                samples["pjrt"].append(peer.call("bench_eager", "remote_time_tiny", name, iters))
         med = lambda xs: statistics.median(xs) if xs and None not in xs else None  # noqa: E731
         rows.append((name, {
             "cpu_wall": med([s[0] for s in samples["cpu"]]), "cpu_thread": med([s[1] for s in samples["cpu"]]),
             "tpu_wall": med([s[0] for s in samples["tpu"]]), "tpu_thread": med([s[1] for s in samples["tpu"]]),
-            "tpu_worker": med([s[2] for s in samples["tpu"]]),
+            "tpu_worker": med([s[2] for s in samples["tpu"]]), "pjrt_wall": med([s[0] for s in samples["pjrt"]]),
         }))
     return rows
 
@@ -143,15 +168,18 @@ def make_step(device: str, batch: int, compiled: bool = False):
     return step
 
 
-def bench_mlp(iters: int, batch: int, inductor: bool) -> list[tuple[str, float]]:
+def bench_mlp(iters: int, batch: int, inductor: bool, peer=None) -> list[tuple[str, float]]:
     rows = [("PyTorch CPU eager", time_loop(make_step("cpu", batch), "cpu", iters, repeats=3))]
     if inductor:
         rows.append(("PyTorch CPU torch.compile (Inductor)",
                      time_loop(make_step("cpu", batch, compiled=True), "cpu", iters, repeats=3)))
-    for mode in ("strict", "debug"):
+    for mode in ("strict", "fused", "debug"):
         with torch_tpu.eager_mode(mode):
             rows.append((f"tpu {mode} eager (host executor)",
                          time_loop(make_step("tpu", batch), "tpu", iters, repeats=3)))
+    if peer is not None:
+        for mode in ("strict", "fused"):
+            rows.append((f"tpu {mode} eager (pjrt)", peer.call("bench_eager", "remote_time_mlp", mode, iters, batch)))
     return rows
 
 
@@ -161,6 +189,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer iterations (for CI smoke runs)")
     parser.add_argument("--inductor", action="store_true", help="also time torch.compile (Inductor) on the CPU")
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--pjrt", action="store_true", help="also measure the pjrt backend (a peer process)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch_tpu._C._set_num_threads(args.threads)
@@ -168,27 +197,44 @@ def main() -> None:
     step_iters = 5 if args.quick else 30
 
     print(f"torch {torch.__version__}, {args.threads} thread(s) for PyTorch CPU and for the host executor")
-    print(f"device: {torch.tpu.get_device_name()} — tpu figures are host-executor measurements\n")
+    print(f"device: {torch.tpu.get_device_name()} — tpu figures are host-executor measurements")
+    peer = None
+    if args.pjrt:
+        from _peer import Peer
+
+        peer = Peer("pjrt", args.threads)
+        print("pjrt: " + peer.call("bench_models", "device_name") + " — in a peer process, taking turns")
+    print()
 
     print("Per-op time on tiny tensors (16 floats; 4x4 for mm), microseconds per op")
     print("  wall: elapsed time per op in a loop of the op (then one sync); thread: CPU time of the")
     print("  calling Python thread; worker: CPU time of the device queue's worker thread (the host")
     print(f"  executor runs programs of <= {torch_tpu.config.get('inline_work')} elements on the calling "
           "thread when the queue is idle)")
+    pj_head = f" {'pjrt wall':>10} {'ratio':>7}" if peer else ""
     print(f"{'op':<18} {'CPU wall':>9} {'tpu wall':>9} {'ratio':>7} {'CPU thread':>11} {'tpu thread':>11} "
-          f"{'tpu worker':>11}")
-    ratios = []
-    for name, r in bench_tiny_ops(op_iters):
+          f"{'tpu worker':>11}" + pj_head)
+    ratios, pj_ratios = [], []
+    for name, r in bench_tiny_ops(op_iters, peer=peer):
         ratio = r["tpu_wall"] / r["cpu_wall"]
         ratios.append(ratio)
         worker = f"{r['tpu_worker'] * 1e6:>11.2f}" if r["tpu_worker"] is not None else f"{'n/a':>11}"
+        pj = ""
+        if peer:
+            pj_ratios.append(r["pjrt_wall"] / r["cpu_wall"])
+            pj = f" {r['pjrt_wall'] * 1e6:>10.2f} {pj_ratios[-1]:>6.2f}x"
         print(f"{name:<18} {r['cpu_wall'] * 1e6:>9.2f} {r['tpu_wall'] * 1e6:>9.2f} {ratio:>6.2f}x "
-              f"{r['cpu_thread'] * 1e6:>11.2f} {r['tpu_thread'] * 1e6:>11.2f} {worker}")
+              f"{r['cpu_thread'] * 1e6:>11.2f} {r['tpu_thread'] * 1e6:>11.2f} {worker}"
+              + pj)
     print(f"{'geometric mean':<18} {'':>9} {'':>9} {statistics.geometric_mean(ratios):>6.2f}x  "
-          "(target: within 2x of PyTorch CPU eager)\n")
+          "(target: within 2x of PyTorch CPU eager)"
+          + (f"; pjrt {statistics.geometric_mean(pj_ratios):.2f}x" if peer else ""))
+    print("  ratio = device time / CPU time per op (below 1: the device's per-op cost is lower)\n")
 
     print(f"MLP training step (784-512-512-10, batch {args.batch}, AdamW), milliseconds per step")
-    rows = bench_mlp(step_iters, args.batch, args.inductor)
+    rows = bench_mlp(step_iters, args.batch, args.inductor, peer)
+    if peer:
+        peer.close()
     base = rows[0][1]
     print(f"{'configuration':<40} {'ms/step':>9} {'vs CPU eager':>13}")
     for name, t in rows:

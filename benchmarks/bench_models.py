@@ -3,16 +3,18 @@ Inductor on the CPU) vs the tpu device in its eager modes, side by side in one r
 thread count on every side.
 
     python benchmarks/bench_models.py [--quick] [--threads 2] [--steps 15] [--only resnet18,ddpm_unet]
-                                      [--modes strict,fused,debug] [--inductor]
+                                      [--modes strict,fused,debug] [--inductor] [--pjrt strict,fused]
 
 Every model is built by its example script (examples/*.py) at the script's default size, for
 2 cores: a training step is forward + backward + the script's optimizer step; an inference step
 (ResNets) is an eval-mode forward without autograd. Each configuration runs `--warmup` steps first
 (the device compiles its programs then), then `--steps` timed steps, each ending in a sync point;
-the table shows the median. The three configurations of a model take turns step by step, so a
+the table shows the median. The configurations of a model take turns step by step, so a
 load from other processes falls on all of them alike. ratio = CPU time / tpu time (above 1: the
 device is faster). The tpu figures are host-executor measurements: its compiled programs run on
-this machine's CPU.
+this machine's CPU. `--pjrt MODES` adds columns for the same models on the pjrt backend (XLA's
+CPU plugin unless TORCH_TPU_PJRT_PLUGIN names another), run in a peer process that takes its turn
+in the same rotation (benchmarks/_peer.py).
 """
 from __future__ import annotations
 
@@ -148,6 +150,10 @@ CASES = [
 ]
 
 
+def device_name() -> str:
+    return torch.tpu.get_device_name()
+
+
 # "cpu": PyTorch CPU eager; "inductor": torch.compile (Inductor) on the CPU; the others: the tpu
 # device in that eager mode.
 TPU_MODES = ("strict", "fused", "debug")
@@ -176,21 +182,50 @@ def compiled(step: Step) -> Step:
     return torch.compile(step, backend="inductor")
 
 
-def run_case(case: Case, modes: list[str], warmup: int, steps: int) -> tuple[dict[str, float], dict[str, int]]:
-    """Median seconds per step in each mode. The modes take turns step by step, so that a load
-    from other processes on the machine falls on all of them alike."""
+# The pjrt peer's side (benchmarks/_peer.py): the case's step, built in the peer process.
+_PEER_STEPS: dict = {}
+
+
+def remote_build(index: int, mode: str) -> None:
+    _PEER_STEPS[(index, mode)] = CASES[index].build("tpu")
     torch_tpu.metrics.reset()
+
+
+def remote_step(index: int, mode: str) -> float:
+    return timed_step(_PEER_STEPS[(index, mode)], mode)
+
+
+def remote_finish() -> dict:
+    _PEER_STEPS.clear()
+    return torch_tpu.metrics.fallback_ops()
+
+
+def run_case(case: Case, modes: list[str], warmup: int, steps: int,
+             peer=None) -> tuple[dict[str, float], dict[str, int]]:
+    """Median seconds per step in each mode ("pjrt:<mode>": that mode on the pjrt peer). The modes
+    take turns step by step, so that a load from other processes on the machine falls on all of
+    them alike."""
+    torch_tpu.metrics.reset()
+    index = CASES.index(case)
     fns = {}
     for mode in modes:
+        if mode.startswith("pjrt:"):
+            peer.call("bench_models", "remote_build", index, mode[5:])
+            fns[mode] = lambda m=mode[5:]: peer.call("bench_models", "remote_step", index, m)
+            continue
         fn = case.build("tpu" if mode in TPU_MODES else "cpu")
         fns[mode] = compiled(fn) if mode == "inductor" else fn
     samples = {mode: [] for mode in modes}
     for i in range(warmup + steps):
         for mode in modes:
-            t = timed_step(fns[mode], mode)
+            t = fns[mode]() if mode.startswith("pjrt:") else timed_step(fns[mode], mode)
             if i >= warmup:  # the warm-up steps compile the device's programs
                 samples[mode].append(t)
-    return {mode: statistics.median(ts) for mode, ts in samples.items()}, torch_tpu.metrics.fallback_ops()
+    fallbacks = torch_tpu.metrics.fallback_ops()
+    if peer is not None:
+        for op, n in peer.call("bench_models", "remote_finish").items():
+            fallbacks[f"{op} (pjrt)"] = n
+    return {mode: statistics.median(ts) for mode, ts in samples.items()}, fallbacks
 
 
 def main() -> None:
@@ -203,6 +238,7 @@ def main() -> None:
     p.add_argument("--only", default=None, help="comma-separated model names (default: all)")
     p.add_argument("--modes", default="strict,fused", help="tpu eager modes to time (strict, fused, debug)")
     p.add_argument("--inductor", action="store_true", help="also time torch.compile (Inductor) on the CPU")
+    p.add_argument("--pjrt", default="", help="tpu eager modes to time on the pjrt backend too (e.g. strict,fused)")
     args = p.parse_args()
     if args.quick:
         args.warmup, args.steps = 3, 5
@@ -223,9 +259,19 @@ def main() -> None:
     bad = set(tpu_modes) - set(TPU_MODES)
     if bad:
         p.error(f"unknown modes {sorted(bad)}; choose from {TPU_MODES}")
-    modes = ["cpu"] + (["inductor"] if args.inductor else []) + tpu_modes
+    pjrt_modes = [m for m in args.pjrt.split(",") if m]
+    bad = set(pjrt_modes) - set(TPU_MODES)
+    if bad:
+        p.error(f"unknown --pjrt modes {sorted(bad)}; choose from {TPU_MODES}")
+    peer = None
+    if pjrt_modes:
+        from _peer import Peer
+
+        peer = Peer("pjrt", args.threads)
+        print("pjrt: " + peer.call("bench_models", "device_name") + " — in a peer process, taking turns\n")
+    modes = ["cpu"] + (["inductor"] if args.inductor else []) + tpu_modes + [f"pjrt:{m}" for m in pjrt_modes]
     cols = [("CPU eager", "cpu")] + ([("Inductor", "inductor")] if args.inductor else [])
-    cols += [(f"tpu {m}", m) for m in tpu_modes]
+    cols += [(f"tpu {m}", m) for m in tpu_modes] + [(f"pjrt {m}", f"pjrt:{m}") for m in pjrt_modes]
     header = f"{'model':<10} {'step':<6} {'size':<13}" + "".join(
         f" {name:>11}" + ("" if mode == "cpu" else f" {'ratio':>6}") for name, mode in cols)
     if "fused" in tpu_modes and "strict" in tpu_modes:
@@ -234,9 +280,14 @@ def main() -> None:
     print(header + "\n" + "-" * len(header), flush=True)
     for case in cases:
         try:
-            t, fallbacks = run_case(case, modes, args.warmup, args.steps)
+            t, fallbacks = run_case(case, modes, args.warmup, args.steps, peer)
         except ImportError as e:  # hf_llama without transformers
             print(f"{case.name:<10} {case.what:<6} skipped: {e}")
+            continue
+        except Exception as e:
+            if type(e).__name__ != "PeerError":
+                raise
+            print(f"{case.name:<10} {case.what:<6} failed {e}", flush=True)
             continue
         line = f"{case.name:<10} {case.what:<6} {case.size:<13}"
         for name, mode in cols:
@@ -245,6 +296,8 @@ def main() -> None:
             line += f" {t['strict'] / t['fused']:>11.2f}x"
         line += f"  {', '.join(sorted(fallbacks)) if fallbacks else 'none'}"
         print(line, flush=True)
+    if peer is not None:
+        peer.close()
     print("\nratio = CPU eager time / that column's time per step (above 1: faster than PyTorch CPU eager);"
           "\nfused/strict = strict time / fused time (above 1: fused mode is faster)")
 

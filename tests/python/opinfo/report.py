@@ -2,6 +2,12 @@
 
     python -m tests.python.opinfo.report                 # all of op_db -> docs/ops.md
     python -m tests.python.opinfo.report --ops add,mul   # a few ops, printed only
+    python -m tests.python.opinfo.report --backends host,pjrt   # docs/ops.md with a pjrt column
+
+`--backends host,pjrt` walks again on the PJRT backend (TORCH_TPU_BACKEND=pjrt: the XLA CPU
+plugin unless TORCH_TPU_PJRT_PLUGIN names another), float32 only, into its own results file
+(results-pjrt.jsonl beside the host's), and docs/ops.md gains a "pjrt float32" column and totals
+row: the same comparisons against PyTorch CPU, the programs compiled and run by XLA.
 
 The walk runs in a worker process that appends one JSON line per (op, dtype) to a results file
 (build/opinfo/results.jsonl in this tree unless --jsonl names another; never a fixed name in a
@@ -36,6 +42,13 @@ def worker(args) -> None:
     from . import walker
 
     torch_tpu.set_eager_mode("strict")  # the default; the walk is defined in it
+    wanted = os.environ.get("TORCH_TPU_BACKEND")
+    if wanted:  # a pjrt column must come from the pjrt backend, not from a silent default
+        import torch
+
+        got = torch.tpu.get_device_properties(0).backend
+        if got != wanted:
+            raise SystemExit(f"the walk asked for backend {wanted} and the device runs on {got}")
     ops = walker.op_db() if not args.ops else walker.find_ops(args.ops.split(","))
     dtypes = [d for d in walker.DTYPES if walker.DTYPE_NAMES[d] in args.dtypes.split(",")]
     done = set()
@@ -84,10 +97,14 @@ def _read(jsonl):
     return results, pending
 
 
-def run_walk(args) -> dict:
+def run_walk(args, backend=None) -> dict:
+    """The walk's results, (op, dtype) -> record; on the backend the environment selects, or on
+    `backend` ("host" or "pjrt")."""
     cmd = [sys.executable, "-m", "tests.python.opinfo.report", "--worker", "--jsonl", args.jsonl,
            "--dtypes", args.dtypes] + (["--ops", args.ops] if args.ops else [])
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    if backend:
+        env["TORCH_TPU_BACKEND"] = backend
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     while True:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
@@ -203,7 +220,11 @@ def totals(results, dtypes):
     return t, g
 
 
-def write_markdown(results, dtypes, path) -> None:
+PJRT_DTYPE = "float32"  # the dtype the pjrt walk covers
+
+
+def write_markdown(results, dtypes, path, pjrt=None) -> None:
+    """`pjrt`: the float32 walk's results on the PJRT backend, for its column (None: no column)."""
     import torch
 
     ops = sorted({op for op, _ in results})
@@ -233,21 +254,38 @@ def write_markdown(results, dtypes, path) -> None:
         c = t[d]
         out.append(f"| {d} | {c['native']} | {c['fallback']} | {c['fails']} | {c['skipped']} | {c['unverified']} |")
     out.append(f"| float32 gradients | {g['native']} | {g['fallback']} | {g['fails']} | {g['skipped']} | |")
+    if pjrt is not None:
+        tp, gp = totals(pjrt, [PJRT_DTYPE])
+        c = tp[PJRT_DTYPE]
+        out.append(f"| {PJRT_DTYPE} on pjrt | {c['native']} | {c['fallback']} | {c['fails']} | {c['skipped']} "
+                   f"| {c['unverified']} |")
+        out.append(f"| {PJRT_DTYPE} gradients on pjrt | {gp['native']} | {gp['fallback']} | {gp['fails']} "
+                   f"| {gp['skipped']} | |")
+        out += ["", "The pjrt rows and column: the same walk on the PJRT backend (`TORCH_TPU_BACKEND=pjrt`, "
+                "the XLA CPU plugin), float32: the device's programs compiled and run by XLA, compared "
+                "with PyTorch CPU as above."]
     out += ["", f"OpInfo error inputs (bad arguments CPU rejects): {g['error_inputs']} checked, "
             f"{g['error_inputs'] - g['error_problems']} raise the same exception type and message on the "
             f"device, {g['error_problems']} differ (see the notes)."]
     out += ["", "## Failures by cause", ""]
     for c, entries in sorted(failure_groups(results).items(), key=lambda kv: -len(kv[1])):
         out.append(f"- **{c}** ({len(entries)}): " + ", ".join(f"`{o}`" for o in entries))
+    pj_head = f" pjrt {PJRT_DTYPE} |" if pjrt is not None else ""
     out += ["", "## Per op", "",
-            "| op | " + " | ".join(dtypes) + " | grad float32 | error inputs | notes |",
-            "|---|" + "---|" * len(dtypes) + "---|---|---|"]
+            "| op | " + " | ".join(dtypes) + " | grad float32 | error inputs |" + pj_head + " notes |",
+            "|---|" + "---|" * len(dtypes) + "---|---|" + ("---|" if pjrt is not None else "") + "---|"]
     for op in ops:
         rs = [results.get((op, d)) for d in dtypes]
         f32 = results.get((op, "float32"))
         grad = f32.get("grad", "n/a") if f32 else "n/a"
-        out.append(f"| `{op}` | " + " | ".join(_cell(r) for r in rs) + f" | {grad} | {_errors_cell(f32)} | "
-                   + _note([r for r in rs if r]) + " |")
+        pj_cell, pj_notes = "", []
+        if pjrt is not None:
+            pr = pjrt.get((op, PJRT_DTYPE))
+            pj_cell = f" {_cell(pr)} |"
+            if pr and pr["status"] == "fails" and (not f32 or f32["status"] != "fails"):
+                pj_notes.append(f"pjrt: {_md(pr['error'])}")  # fails on pjrt only
+        out.append(f"| `{op}` | " + " | ".join(_cell(r) for r in rs) + f" | {grad} | {_errors_cell(f32)} |"
+                   + pj_cell + " " + "<br>".join(filter(None, [_note([r for r in rs if r])] + pj_notes)) + " |")
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
 
@@ -279,23 +317,41 @@ def main(argv=None) -> None:
                    help="results file, resumed if present (default: build/opinfo/results.jsonl)")
     p.add_argument("--fresh", action="store_true", help="start over instead of resuming --jsonl")
     p.add_argument("--out", help="markdown file (default: docs/ops.md for a full walk)")
+    p.add_argument("--backends", default="host",
+                   help="host, or host,pjrt: also walk float32 on the PJRT backend, for docs/ops.md's pjrt column")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         worker(args)
         return
+    backends = args.backends.split(",")
+    if backends[0] != "host" or not set(backends) <= {"host", "pjrt"}:
+        p.error(f"--backends {args.backends}: expected host or host,pjrt")
     os.makedirs(os.path.dirname(os.path.abspath(args.jsonl)), exist_ok=True)
-    if args.fresh and os.path.exists(args.jsonl):
-        os.remove(args.jsonl)
-    results = run_walk(args)
+    pjrt_args = None
+    if "pjrt" in backends:
+        root, ext = os.path.splitext(args.jsonl)
+        pjrt_args = argparse.Namespace(**{**vars(args), "jsonl": f"{root}-pjrt{ext}", "dtypes": PJRT_DTYPE})
+    for a in filter(None, [args, pjrt_args]):
+        if args.fresh and os.path.exists(a.jsonl):
+            os.remove(a.jsonl)
+    wanted = set(args.ops.split(",")) if args.ops else None
+
+    def walk(a, backend):
+        r = run_walk(a, backend)
+        return {k: v for k, v in r.items() if k[0] in wanted} if wanted else r
+
+    results = walk(args, "host" if pjrt_args else None)
     dtypes = args.dtypes.split(",")
-    if args.ops:
-        wanted = set(args.ops.split(","))
-        results = {k: v for k, v in results.items() if k[0] in wanted}
     print_totals(results, dtypes)
+    pjrt = None
+    if pjrt_args:
+        pjrt = walk(pjrt_args, "pjrt")
+        print("on pjrt:")
+        print_totals(pjrt, [PJRT_DTYPE])
     out = args.out or (None if args.ops else os.path.join(ROOT, "docs", "ops.md"))
     if out:
-        write_markdown(results, dtypes, out)
+        write_markdown(results, dtypes, out, pjrt)
         print(f"wrote {out}")
 
 

@@ -62,3 +62,27 @@ def test_symlink_planted_at_the_old_path_is_not_followed():
     with open(report.DEFAULT_JSONL) as f:
         records = [json.loads(line) for line in f if line.strip()]
     assert any(rec.get("op") == "abs" and rec.get("dtype") == "float32" for rec in records)
+
+
+def _cpu_pjrt_plugin_installed() -> bool:
+    from torch_tpu import _backend
+
+    return any(not p.endswith("libtpu.so") for p in _backend.plugin_candidates())
+
+
+@pytest.mark.skipif(not _cpu_pjrt_plugin_installed(), reason="no PJRT CPU plugin installed (scripts/setup.sh installs one)")
+def test_pjrt_column_comes_from_a_walk_on_the_pjrt_backend(tmp_path):
+    jsonl, md = tmp_path / "r.jsonl", tmp_path / "ops.md"
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    env.pop("TORCH_TPU_BACKEND", None)
+    p = subprocess.run([sys.executable, "-m", "tests.python.opinfo.report", "--ops", "abs,softmax", "--dtypes",
+                        "float32", "--backends", "host,pjrt", "--jsonl", str(jsonl), "--out", str(md)],
+                       cwd=report.ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    pjrt = [json.loads(line) for line in open(tmp_path / "r-pjrt.jsonl")]
+    assert {(r["op"], r["dtype"], r["status"]) for r in pjrt if "status" in r} == {
+        ("abs", "float32", "native"), ("softmax", "float32", "native")}
+    text = md.read_text()
+    assert "| op | float32 | grad float32 | error inputs | pjrt float32 | notes |" in text
+    assert "| `softmax` | native | native | — | native |" in text
+    assert "| float32 on pjrt | 2 | 0 | 0 | 0 | 0 |" in text
