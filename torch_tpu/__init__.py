@@ -101,6 +101,7 @@ def _report_errors_at_exit() -> None:
     printed, and the process then exits with a nonzero status instead of 0."""
     from . import _C
 
+    _C._drain_autograd_device_threads()  # Note [Autograd threads at exit] (csrc/torch/sync_wait.h)
     errors = _C._take_errors_at_exit()
     if errors:
         sys.stderr.write("torch_tpu: device errors that no sync point reported (nothing read the data they "

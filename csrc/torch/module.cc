@@ -130,6 +130,7 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release release;
     SyncDevice(i < 0 ? CurrentDeviceIndex() : i);
   });
+  m.def("_drain_autograd_device_threads", &DrainAutogradDeviceThreads);
   m.def("_take_errors_at_exit", [] {
     py::gil_scoped_release release;
     return TakeErrorsAtExit();

@@ -2,6 +2,8 @@
 
 #include <Python.h>
 #include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <pybind11/pybind11.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -69,6 +71,25 @@ std::string TakeErrorsAtExit() {
   }
   if (!out.empty()) g_errors_at_exit.store(true);
   return out;
+}
+
+void DrainAutogradDeviceThreads() {
+  if (InBadFork() || !BackendCreated()) return;
+  for (int i = 0; i < GetBackend().device_count(); ++i) {
+    try {
+      at::AutoGradMode grad_mode(true);
+      at::TensorOptions options = at::TensorOptions().device(c10::DeviceType::PrivateUse1, i);
+      at::Tensor x = at::empty({1}, options).requires_grad_();
+      at::Tensor y = x.view({-1});  // ViewBackward: its task runs on the thread of device index i
+      at::Tensor g = at::empty({1}, options);
+      pybind11::gil_scoped_release no_gil;
+      torch::autograd::grad({y}, {x}, {g}, /*retain_graph=*/false, /*create_graph=*/false,
+                            /*allow_unused=*/true);
+    } catch (const std::exception&) {
+      // A device that cannot run even this (out of memory, a failed backend) has no autograd work
+      // of its own either; exit goes on.
+    }
+  }
 }
 
 void RegisterExitStatusHandler() {

@@ -39,6 +39,19 @@ void WaitInterruptibly(Queue& queue, uint64_t seq);
 // errors, one per line ("" when there are none); remembers that some were, so the process exits
 // with a nonzero status. Call with the GIL released.
 std::string TakeErrorsAtExit();
+// Note [Autograd threads at exit]: a backward pass's GraphTask holds the Python objects that
+// torch.autograd stashed in the caller's thread-local state (the contextvars context), so the
+// autograd engine's device thread, when it drops the last reference to a finished GraphTask,
+// takes the GIL to release them. If that thread is still waiting for the GIL when the interpreter
+// finalizes, CPython ends it with pthread_exit, whose unwinding through the (noexcept) destructor
+// calls std::terminate: "terminate called without an active exception", status -6, at the exit
+// of a program that trained on the device (seen 3 times in 100 runs of a 3-step loop on 2 cores).
+// At exit, from the atexit handler, each device's autograd thread is made to run one more tiny
+// backward (a view's, no device computation) issued from C++ -- so it carries no Python object --
+// and waited for with the GIL released: the thread handles tasks one at a time, so when that one
+// has finished, the earlier GraphTask has been released (with the GIL, which the wait lets it
+// take), and the new one needs no GIL to release. Call with the GIL held.
+void DrainAutogradDeviceThreads();
 // Installs the on_exit handler that turns exit status 0 into 1 after TakeErrorsAtExit found
 // errors (once; done when the device registers).
 void RegisterExitStatusHandler();
