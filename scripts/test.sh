@@ -81,10 +81,17 @@ python_tests() {
 # file on this project's 2-core machine at load 13-16: 1100 s of wall time in all (1087 tests,
 # about 420 s of CPU time by the wall/CPU ratio of 2.4-2.9 measured on these runs), so roughly
 # 7 minutes on a quiet 2-core machine; run whole at load 5-8: 1086 passed, 1 xfailed in 515 s.
+# The example models and the Hugging Face tests (the second line) took 440 s more at load ~7
+# (59 passed, 1 xfailed); ResNet-50's float64 step (67 s there) is left to the host pass, its
+# float32 step and every ResNet-18 test run here.
 PJRT_PYTEST_FILES=(
   test_activation.py test_unary.py test_shape.py test_matmul.py test_nn.py test_pooling_norm.py
   test_indexing.py test_index_ops.py test_sort.py test_foreach.py test_training.py test_fused_optim.py
   opinfo/test_opinfo.py
+  test_hf.py test_hf_trainer.py test_llama.py test_resnet.py test_dlrm.py test_ddpm.py test_data.py
+)
+PJRT_PYTEST_DESELECT=(
+  "tests/python/test_resnet.py::test_steps_from_the_same_state_match_cpu[strict-resnet50-float64]"
 )
 python_tests_pjrt() {
   local candidates
@@ -96,7 +103,7 @@ python_tests_pjrt() {
   echo "pytest-pjrt: plugin: ${TORCH_TPU_PJRT_PLUGIN:-the first of $candidates (libtpu only where a TPU is present)}"
   local files=("${PJRT_PYTEST_FILES[@]/#/tests/python/}") rc=0
   TORCH_TPU_BACKEND=pjrt TORCH_TPU_TEST_MODES=strict TORCH_TPU_PJRT_PLUGIN_CANDIDATES="$candidates" \
-    timeout 30m "$py" -m pytest "${files[@]}" -q "$@" || rc=$?
+    timeout 40m "$py" -m pytest "${files[@]}" "${PJRT_PYTEST_DESELECT[@]/#/--deselect=}" -q "$@" || rc=$?
   if [[ $rc -eq 5 && $# -gt 0 ]]; then  # the arguments (-k ...) selected nothing in the subset
     echo "pytest-pjrt: the arguments select no test of the subset"
     return 0
