@@ -46,18 +46,20 @@ def _ddp(rank, world, data, modes):
     return out
 
 
-def test_ddp_matches_single_process(reference):
+# 2 ranks in both modes; 4 ranks (each a quarter of every micro-batch) in strict mode.
+@pytest.mark.parametrize("world,modes", [(2, ("strict", "fused")), (4, ("strict",))], ids=["2ranks", "4ranks"])
+def test_ddp_matches_single_process(reference, world, modes):
     data, expected, expected_grads = reference
-    modes = ("strict", "fused")
-    out = run_ranks(_ddp, 2, args=(data, modes), timeout=300)
+    out = run_ranks(_ddp, world, args=(data, modes), timeout=300 + 120 * (world - 2))
     for mode in modes:
-        for rank in range(2):
+        for rank in range(world):
             losses, grads, _, collectives = out[rank][mode]
             check_run(f"{mode} rank {rank}", losses, grads, expected, expected_grads)
             assert collectives > 3 * tc.STEPS, collectives  # several buckets per step
         # The replicas stay identical: every rank applied the same averaged gradients.
-        for k, v in out[0][mode][2].items():
-            assert torch.equal(v, out[1][mode][2][k]), (mode, k)
+        for rank in range(1, world):
+            for k, v in out[0][mode][2].items():
+                assert torch.equal(v, out[rank][mode][2][k]), (mode, rank, k)
 
 
 def check_run(who, losses, grads, expected, expected_grads):
