@@ -125,6 +125,10 @@ def test_shape_errors_raise_at_the_op_and_the_window_survives(fused):
     assert (a.cpu() == 2).all()
 
 
+@pytest.mark.xfail(torch_tpu.config.get("backend") == "pjrt", strict=True,
+                   reason="pjrt backend: a failed check fails every result of the program it is in (Note "
+                          "[Checked indices on PJRT]), so the window's values computed before the bad op are lost "
+                          "too; the host executor keeps what does not depend on the failed op")
 def test_data_error_in_a_window_raises_at_the_sync_point_with_the_op_and_line(fused):
     x = torch.arange(4.0, device="tpu")
     idx = torch.tensor([1, 7], device="tpu")
