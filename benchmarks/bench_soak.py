@@ -8,7 +8,8 @@ a new set of programs: with 1,000 shapes the loop needs far more programs than t
 compile cache keeps (option cache_size), so it evicts and recompiles all the time -- the case
 where leaks in the compile cache, the executables, the allocator or the queue would show. The
 table prints, at evenly spaced steps: resident memory (VmRSS), the device's reserved and
-allocated memory, compiles so far and the cache's size; the last line compares resident memory at
+allocated memory (now, and the peak since the previous row: a loop that syncs rarely must not
+keep its queued tasks' dead tensors), compiles so far and the cache's size; the last line compares resident memory at
 the end with the first report after warm-up (flat: the growth is a few MiB at most).
 """
 from __future__ import annotations
@@ -44,8 +45,8 @@ def main() -> None:
     every = max(1, args.steps // args.reports)
     print(f"soak: {args.steps:,} steps, {args.shapes:,} shapes, {args.mode} mode, "
           f"compile cache {torch_tpu.config.get('cache_size')} programs")
-    print(f"{'step':>7} {'RSS MiB':>9} {'reserved MiB':>13} {'allocated MiB':>14} {'compiles':>9} "
-          f"{'cached':>7} {'s':>7}")
+    print(f"{'step':>7} {'RSS MiB':>9} {'reserved MiB':>13} {'allocated MiB':>14} {'peak alloc MiB':>15} "
+          f"{'compiles':>9} {'cached':>7} {'s':>7}")
     rows = []
     t0 = time.perf_counter()
     for step in range(args.steps):
@@ -60,10 +61,12 @@ def main() -> None:
             torch.tpu.synchronize()
             c = torch_tpu.metrics.counters()
             row = (step, rss_mib(), torch.tpu.memory_reserved() / 2**20, torch.tpu.memory_allocated() / 2**20,
-                   c.get("compiles", 0), torch_tpu._C.compile_cache_size(), time.perf_counter() - t0)
+                   c.get("compiles", 0), torch_tpu._C.compile_cache_size(), time.perf_counter() - t0,
+                   torch.tpu.max_memory_allocated() / 2**20)
+            torch.tpu.reset_peak_memory_stats()
             rows.append(row)
-            print(f"{row[0]:>7} {row[1]:>9.0f} {row[2]:>13.1f} {row[3]:>14.2f} {row[4]:>9,} {row[5]:>7,} "
-                  f"{row[6]:>7.0f}", flush=True)
+            print(f"{row[0]:>7} {row[1]:>9.0f} {row[2]:>13.1f} {row[3]:>14.2f} {row[7]:>15.2f} {row[4]:>9,} "
+                  f"{row[5]:>7,} {row[6]:>7.0f}", flush=True)
     torch.tpu.empty_cache()
     print(f"after empty_cache(): reserved {torch.tpu.memory_reserved() / 2**20:.1f} MiB, RSS {rss_mib():.0f} MiB")
     if len(rows) >= 3:

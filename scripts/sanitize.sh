@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The C++ core (no torch) under sanitizers, built with clang (scripts/lib/clang_core.sh):
 #   address: ASan + UBSan (build/sanitize-address): every core test;
-#   thread:  TSan (build/sanitize-thread): the tests of the threaded pieces -- the device queue,
+#   thread:  TSan (build/sanitize-thread): the tests of the threaded pieces -- the device queue
+#            (its failed-buffer, cancellation and stream-ordered-free tests included),
 #            the thread pool, the option registry, the allocator. Not the kernels' tests: oneDNN
 #            runs on libgomp's OpenMP threads, whose synchronization TSan cannot see.
 # Any report fails the run (the sanitizers halt on the first error).
@@ -12,7 +13,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/lib/clang_core.sh
 source scripts/lib/clang_core.sh
 
-TSAN_TESTS='QueueTest.*:ThreadPoolTest.*:OptionsTest.*:AllocatorTest.*:BufferTest.*:MetricsTest.*'
+TSAN_TESTS='QueueTest.*:FailedBufferTest.*:StreamOrderedFreeTest.*:ThreadPoolTest.*:OptionsTest.*:AllocatorTest.*:BufferTest.*:MetricsTest.*'
 
 run_address() {
   local dir=build/sanitize-address

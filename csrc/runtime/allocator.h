@@ -20,6 +20,8 @@ struct MemoryStats {
   int64_t allocated_bytes_total = 0, freed_bytes_total = 0;  // accumulated, like num_allocs
   int64_t capacity = 0;
   int64_t limit = 0;  // the process's own cap on reserved memory (SetMemoryLimit); 0: none
+  // Host copies of device tensors charged to the device (ChargeHostCopy), part of the above.
+  int64_t host_copies = 0, peak_host_copies = 0;
 };
 
 // Note [Allocation events]: every backend's allocator reports when memory is attached to a buffer
@@ -79,10 +81,34 @@ class Allocator {
     (void)bytes;
     return Unimplemented("this device's allocator cannot limit the memory a process uses");
   }
+  // Host memory that holds a copy of the device's tensors for a while (the CPU fallback's), charged
+  // to the device where its memory is the host's: counted as allocated and reserved until
+  // ReleaseHostCopy, and refused with an out-of-memory error past the budget, like a buffer. A
+  // no-op where device memory is the chip's own (PJRT): a host copy takes none of it.
+  virtual Status ChargeHostCopy(int64_t bytes) {
+    (void)bytes;
+    return Status::Ok();
+  }
+  virtual void ReleaseHostCopy(int64_t bytes) { (void)bytes; }
   // What a buffer of `nbytes` is charged in the device's memory (its block, rounded up).
   virtual int64_t ChargedBytes(int64_t nbytes) const { return nbytes; }
   // The sizes of the blocks held in the cache (freed, kept for reuse; not attached to a buffer).
   virtual std::vector<int64_t> CachedBlocks() const { return {}; }
+
+  // Note [Stream-ordered frees] (buffer.h): `buffer`'s owners are gone but tasks queued on its
+  // device still use it. Returns its memory for work issued from now on -- which the device's
+  // in-order queue runs after those tasks -- and true; false where the memory must stay until the
+  // last task lets go (then Free returns it and, meanwhile, held_by_queue() counts it).
+  virtual bool ReleaseQueued(Buffer* buffer) {
+    (void)buffer;
+    return false;
+  }
+  // Bytes of buffers no owner holds whose memory only queued tasks keep (ReleaseQueued false).
+  int64_t held_by_queue() const { return held_by_queue_.load(std::memory_order_relaxed); }
+
+ private:
+  friend class Buffer;
+  std::atomic<int64_t> held_by_queue_{0};
 };
 
 // Bytes of memory the host can really back now: MemAvailable, and no more than the process's

@@ -66,7 +66,42 @@ Buffer* Buffer::FromDeviceAddress(const void* address) {
 }
 
 void Buffer::Release() {
-  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1 && !InForkedChild()) allocator_->Free(this);
+  uint64_t left = refs_.fetch_sub(1, std::memory_order_acq_rel) - 1;
+  if (InForkedChild()) return;  // Note [Frees after fork]
+  if (left == 0) {
+    Destroy();
+  } else if ((left & kOwnerMask) == 0) {
+    OwnersGone();
+  }
+}
+
+void Buffer::AdoptQueued() {
+  // One atomic step (owner - 1, queued + 1): the owner count never reads 0 while it happens.
+  uint64_t now = refs_.fetch_add((uint64_t{1} << kQueuedShift) - 1, std::memory_order_acq_rel) +
+                 ((uint64_t{1} << kQueuedShift) - 1);
+  if ((now & kOwnerMask) == 0 && !InForkedChild()) OwnersGone();  // only the task holds it
+}
+
+void Buffer::ReleaseQueued() {
+  if (refs_.fetch_sub(uint64_t{1} << kQueuedShift, std::memory_order_acq_rel) == (uint64_t{1} << kQueuedShift) &&
+      !InForkedChild())
+    Destroy();
+}
+
+// Note [Stream-ordered frees]. Once per buffer: an owner reference taken later (an error record's
+// restore list, from a queued task's binding) and dropped again changes nothing.
+void Buffer::OwnersGone() {
+  uint8_t held = kHeld;
+  if (!memory_state_.compare_exchange_strong(held, kReleased, std::memory_order_acq_rel)) return;
+  if (allocator_->ReleaseQueued(this)) return;
+  memory_state_.store(kCounted, std::memory_order_release);
+  allocator_->held_by_queue_.fetch_add(nbytes_, std::memory_order_relaxed);
+}
+
+void Buffer::Destroy() {
+  if (memory_state_.load(std::memory_order_acquire) == kCounted)
+    allocator_->held_by_queue_.fetch_sub(nbytes_, std::memory_order_relaxed);
+  allocator_->Free(this);
 }
 
 Dims ContiguousStrides(const Dims& dims) {
@@ -122,9 +157,11 @@ bool Binding::CoversBuffer() const {
 
 Binding& Binding::operator=(Binding&& o) noexcept {
   if (this == &o) return *this;
-  if (buffer_) buffer_->Release();
+  Reset();
   buffer_ = o.buffer_;
+  queued_ = o.queued_;
   o.buffer_ = nullptr;
+  o.queued_ = false;
   external_ = o.external_;
   offset_ = o.offset_;
   dtype_ = o.dtype_;

@@ -42,9 +42,28 @@ class Buffer {
   int device() const { return device_; }
   Allocator* allocator() const { return allocator_; }
 
+  // Note [Stream-ordered frees]: a buffer's references are its owners' (tensors, the deferred
+  // engine, error records: Retain/Release) and its queued tasks' (a task's bindings, adopted by
+  // the queue when it is enqueued: AdoptQueued/ReleaseQueued). When the last owner lets go while
+  // queued tasks still use the buffer, its memory goes back to the allocator at once
+  // (Allocator::ReleaseQueued) for work issued later on the same in-order queue, which runs after
+  // them -- as PyTorch's CUDA allocator reuses a block freed on a stream. An allocator that cannot
+  // (PJRT, whose memory stays with the array until the task that uses it ends) counts the bytes
+  // instead (Allocator::held_by_queue), and the queue bounds them. The object lives on until the
+  // last reference of either kind goes.
   void Retain() { refs_.fetch_add(1, std::memory_order_relaxed); }
-  void Release();  // frees through the allocator on the last release
-  int refs() const { return refs_.load(std::memory_order_acquire); }
+  void Release();  // an owner's; frees through the allocator on the last release of any kind
+  // Turns one owner reference (a binding's) into a queued task's, and back when it is released.
+  void AdoptQueued();
+  void ReleaseQueued();
+  int refs() const {  // all of them
+    uint64_t r = refs_.load(std::memory_order_acquire);
+    return static_cast<int>((r & kOwnerMask) + (r >> kQueuedShift));
+  }
+  int owners() const { return static_cast<int>(refs_.load(std::memory_order_acquire) & kOwnerMask); }
+  // Whether its memory went back to the allocator while queued tasks still held it (its contents
+  // belong to those tasks only: nothing may materialize, read or snapshot it).
+  bool memory_released() const { return memory_state_.load(std::memory_order_acquire) == kReleased; }
 
   // Sequence number of the last queued task that reads or writes this buffer.
   uint64_t last_use() const { return last_use_.load(std::memory_order_acquire); }
@@ -81,7 +100,13 @@ class Buffer {
   int64_t nbytes_;
   Allocator* allocator_;
   int device_;
-  std::atomic<int> refs_{1};
+  void OwnersGone();
+  void Destroy();
+  static constexpr int kQueuedShift = 32;
+  static constexpr uint64_t kOwnerMask = (uint64_t{1} << kQueuedShift) - 1;
+  enum : uint8_t { kHeld, kReleased, kCounted };  // memory_state_ (Note [Stream-ordered frees])
+  std::atomic<uint64_t> refs_{1};  // owners in the low half, queued tasks' in the high half
+  std::atomic<uint8_t> memory_state_{kHeld};
   std::atomic<uint64_t> last_use_{0};
   std::atomic<void*> contents_{nullptr};
   std::atomic<uint64_t> failed_{0};
@@ -105,8 +130,15 @@ class Binding {
   Binding& operator=(const Binding&) = delete;
   Binding(Binding&& o) noexcept { *this = std::move(o); }
   Binding& operator=(Binding&& o) noexcept;
-  ~Binding() {
-    if (buffer_) buffer_->Release();
+  ~Binding() { Reset(); }
+
+  // Hands the binding's reference to the queue (Note [Stream-ordered frees]): from now on it is a
+  // queued task's, released as one. The queue calls it as it enqueues the task.
+  void AdoptIntoQueue() {
+    if (buffer_ && !queued_) {
+      buffer_->AdoptQueued();
+      queued_ = true;
+    }
   }
 
   Buffer* buffer() const { return buffer_; }
@@ -124,7 +156,15 @@ class Binding {
   bool IsContiguous() const { return ::tpu::IsContiguous(dims_, strides_); }
 
  private:
+  void Reset() {
+    if (!buffer_) return;
+    if (queued_) buffer_->ReleaseQueued();
+    else buffer_->Release();
+    buffer_ = nullptr;
+    queued_ = false;
+  }
   Buffer* buffer_ = nullptr;
+  bool queued_ = false;
   void* external_ = nullptr;
   int64_t offset_ = 0;
   DType dtype_ = DType::kF32;

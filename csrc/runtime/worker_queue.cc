@@ -32,8 +32,12 @@ int ThreadId() {
   return id;
 }
 
-WorkerQueue::WorkerQueue(int device, Executor* executor)
-    : device_(device), executor_(executor), ring_(kMaxInFlight + 1) {
+WorkerQueue::WorkerQueue(int device, Executor* executor, const Allocator* allocator, int64_t max_held_bytes)
+    : device_(device),
+      executor_(executor),
+      held_allocator_(allocator),
+      max_held_bytes_(max_held_bytes),
+      ring_(kMaxInFlight + 1) {
   worker_ = std::thread([this] { WorkerLoop(); });
   // Named so profilers and debuggers show which thread is the device.
   pthread_setname_np(worker_.native_handle(), ("tpu-queue-" + std::to_string(device_)).c_str());
@@ -83,6 +87,17 @@ WorkerQueue::Item& WorkerQueue::BeginEnqueue(std::unique_lock<std::mutex>& lock)
     done_cv_.wait(lock, [&] { return tail_ - ring_done_.load(std::memory_order_seq_cst) <= kMaxInFlight / 2; });
     waiters_.fetch_sub(1, std::memory_order_seq_cst);
   }
+  // Note [Queue-held memory]: where freed buffers' memory must stay until the queued tasks that
+  // use them have run (an allocator without stream-ordered frees, Note [Stream-ordered frees]), a
+  // producer that never syncs would keep up to kMaxInFlight tasks' worth of dead tensors. Past
+  // `max_held_bytes_` of them it waits for the queue to drain, then reclaims them.
+  if (max_held_bytes_ > 0 && held_allocator_->held_by_queue() > max_held_bytes_) {
+    static Counter* waits = GetCounter("queue_held_memory_waits");
+    waits->Add();
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    done_cv_.wait(lock, [&] { return tail_ == ring_done_.load(std::memory_order_seq_cst); });
+    waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  }
   ReclaimLocked();
   Item& slot = ring_[tail_ % ring_.size()];
   slot.seq = NextSeqLocked();
@@ -92,10 +107,15 @@ WorkerQueue::Item& WorkerQueue::BeginEnqueue(std::unique_lock<std::mutex>& lock)
 uint64_t WorkerQueue::FinishEnqueue(std::unique_lock<std::mutex>& lock) {
   Item& slot = ring_[tail_ % ring_.size()];
   uint64_t seq = slot.seq;
-  for (const Binding& b : slot.launch.params)
-    if (Buffer* buf = b.buffer()) buf->MarkUse(seq);
-  for (const Binding& b : slot.launch.results)
-    if (Buffer* buf = b.buffer()) buf->MarkUse(seq);
+  // Marks first, then the queue takes the references over (Note [Stream-ordered frees]): a buffer
+  // whose owners let go from now on is released knowing this task uses it. Only this device's
+  // buffers: another device's memory is not ordered by this queue.
+  for (std::vector<Binding>* list : {&slot.launch.params, &slot.launch.results})
+    for (Binding& b : *list)
+      if (Buffer* buf = b.buffer()) {
+        buf->MarkUse(seq);
+        if (buf->device() == device_) b.AdoptIntoQueue();
+      }
   submitted_.store(++tail_, std::memory_order_release);
   lock.unlock();
   if (worker_sleeping_.load(std::memory_order_acquire)) work_cv_.notify_one();

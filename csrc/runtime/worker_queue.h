@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/allocator.h"
 #include "runtime/queue.h"
 
 namespace tpu {
@@ -38,7 +39,8 @@ class TaskObserver {
 
 class WorkerQueue final : public Queue {
  public:
-  WorkerQueue(int device, Executor* executor);
+  // With `allocator` and `max_held_bytes` > 0: Note [Queue-held memory].
+  WorkerQueue(int device, Executor* executor, const Allocator* allocator = nullptr, int64_t max_held_bytes = 0);
   ~WorkerQueue() override;
 
   uint64_t Launch(ExecutablePtr exe, Binding* params, size_t num_params, Binding* results, size_t num_results,
@@ -135,6 +137,8 @@ class WorkerQueue final : public Queue {
   // producer's lock miss the cache.
   const int device_;
   Executor* const executor_;
+  const Allocator* const held_allocator_;
+  const int64_t max_held_bytes_;
   // Note [Queue memory]: a fixed ring of task slots, so queueing allocates nothing. The worker
   // runs a task in its slot and publishes `ring_done_`; it never touches the slot again. Producers
   // (under mu_) reclaim finished slots -- destroying the launch's bindings, which releases buffers

@@ -218,7 +218,7 @@ py::dict MemoryHistory::Snapshot() {
     py::gil_scoped_release no_gil;
     for (int d = 0; d < backend.device_count(); ++d) backend.device(d).queue().CollectGarbage();
     Buffer::ForEachLive([&](const Buffer& b) {
-      if (!b.materialized() || b.device() < 0 || b.device() >= backend.device_count()) return;
+      if (!b.materialized() || b.memory_released() || b.device() < 0 || b.device() >= backend.device_count()) return;
       if (b.allocator() != &backend.device(b.device()).allocator()) return;  // a test's own allocator
       live.push_back(Live{b.device(), reinterpret_cast<uint64_t>(b.device_address()), b.nbytes(),
                           b.allocator()->ChargedBytes(b.nbytes()), nullptr});

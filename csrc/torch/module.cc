@@ -91,6 +91,8 @@ py::dict MemoryStatsDict(int index) {
   d["allocation.all.current"] = s.num_allocs - s.num_frees;
   d["allocation.all.allocated"] = s.num_allocs;
   d["allocation.all.freed"] = s.num_frees;
+  d["host_copy_bytes.all.current"] = s.host_copies;
+  d["host_copy_bytes.all.peak"] = s.peak_host_copies;
   d["capacity"] = s.capacity;
   d["limit"] = s.limit;
   return d;

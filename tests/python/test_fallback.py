@@ -247,3 +247,31 @@ def test_view_ops_never_reach_the_fallback():
     assert "aten::unfold" not in fallback_counts()
     u.zero_()
     assert torch.equal(d.cpu(), torch.zeros(9))
+
+
+# ---- memory ----------------------------------------------------------------------------------
+def test_fallback_copies_are_charged_to_the_device(fallback_policy):
+    # On the host executor device memory is host RAM: the CPU copies the fallback makes of device
+    # tensors take it too, so they count in memory_stats and in the process's budget.
+    fallback_policy("silent")
+    torch.tpu.synchronize()
+    torch.tpu.empty_cache()
+    x = torch.randn(4 << 20, device="tpu")  # 16 MiB
+    torch.tpu.reset_peak_memory_stats()
+    torch.logcumsumexp(x, 0).cpu()
+    stats = torch.tpu.memory_stats()
+    assert stats["host_copy_bytes.all.current"] == 0  # the copies are gone with the call
+    assert stats["host_copy_bytes.all.peak"] >= 16 << 20
+    # A budget with room for x's result but not also for its copy: the fallback is refused with
+    # the device's out-of-memory error, and the device stays usable.
+    capacity = torch.tpu.get_device_properties().total_memory
+    torch.tpu.synchronize()
+    torch.tpu.empty_cache()
+    torch.tpu.set_per_process_memory_fraction((torch.tpu.memory_reserved() + (24 << 20)) / capacity)
+    try:
+        with pytest.raises(torch.tpu.OutOfMemoryError, match="out of memory"):
+            torch.logcumsumexp(x, 0)
+    finally:
+        torch.tpu.set_per_process_memory_fraction(1.0)
+    assert torch.tpu.memory_stats()["host_copy_bytes.all.current"] == 0
+    torch.testing.assert_close(torch.logcumsumexp(x[:8], 0).cpu(), torch.logcumsumexp(x[:8].cpu(), 0))

@@ -5,7 +5,10 @@
 #include <malloc.h>
 #endif
 
+#include <algorithm>
 #include <string>
+
+#include "base/metrics.h"
 
 #include "runtime/memory.h"
 
@@ -47,12 +50,12 @@ int64_t HostAllocator::SegmentSize(int64_t size) {
   return RoundUp(size, kSegmentRound);
 }
 
-StatusOr<HostAllocator::Block*> HostAllocator::MapSegmentLocked(int64_t size, bool small) {
+StatusOr<HostAllocator::Block*> HostAllocator::MapSegmentLocked(int64_t size, bool small, bool scratch) {
   int64_t seg = SegmentSize(size);
   // No free block fits: the wholly free large segments are all smaller than the request, and
   // would only pile up as shapes grow. They go back before a larger one is mapped, so a loop
   // over changing shapes settles on one working set (sized by its largest step).
-  if (!small) ReleaseFreeSegmentsLocked(/*pool=*/&large_free_, /*smaller_than=*/size);
+  if (!small) ReleaseFreeSegmentsLocked(/*pool=*/&PoolOf(false, scratch), /*smaller_than=*/size);
   const int64_t budget = MemoryBudget(stats_);  // the capacity, or the process's lower limit
   if (stats_.reserved + seg > budget) ReleaseFreeSegmentsLocked();
   // Near the budget, a segment of the request's own size may still fit.
@@ -70,13 +73,13 @@ StatusOr<HostAllocator::Block*> HostAllocator::MapSegmentLocked(int64_t size, bo
   ++segments_;
   stats_.reserved += seg;
   if (stats_.reserved > stats_.peak_reserved) stats_.peak_reserved = stats_.reserved;
-  return new Block{static_cast<char*>(p), seg, true, small, nullptr, nullptr};
+  return new Block{static_cast<char*>(p), seg, true, small, nullptr, nullptr, 0, scratch};
 }
 
-StatusOr<void*> HostAllocator::TakeBlockLocked(int64_t nbytes) {
+StatusOr<HostAllocator::Block*> HostAllocator::TakeBlockLocked(int64_t nbytes, bool scratch) {
   int64_t size = RoundSize(nbytes);
   bool small = size <= kSmallRequest;
-  FreeSet& pool = PoolOf(small);
+  FreeSet& pool = PoolOf(small, scratch);
   Block key{nullptr, size, true, small, nullptr, nullptr};
   Block* b = nullptr;
   auto it = pool.lower_bound(&key);  // best fit: the smallest free block that is large enough
@@ -84,10 +87,10 @@ StatusOr<void*> HostAllocator::TakeBlockLocked(int64_t nbytes) {
     b = *it;
     pool.erase(it);
   } else {
-    TPU_ASSIGN_OR_RETURN(b, MapSegmentLocked(size, small));
+    TPU_ASSIGN_OR_RETURN(b, MapSegmentLocked(size, small, scratch));
   }
   if (WorthSplitting(b->size, size, small)) {
-    auto* rest = new Block{b->ptr + size, b->size - size, true, small, b, b->next};
+    auto* rest = new Block{b->ptr + size, b->size - size, true, small, b, b->next, b->ready_after, scratch};
     if (b->next) b->next->prev = rest;
     b->next = rest;
     b->size = size;
@@ -99,19 +102,21 @@ StatusOr<void*> HostAllocator::TakeBlockLocked(int64_t nbytes) {
   stats_.allocated_bytes_total += b->size;
   if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
   ++stats_.num_allocs;
-  return static_cast<void*>(b->ptr);
+  return b;
 }
 
-void HostAllocator::ReturnBlockLocked(Block* b) {
+void HostAllocator::ReturnBlockLocked(Block* b, uint64_t ready_after) {
+  b->ready_after = ready_after;
   stats_.allocated -= b->size;
   stats_.freed_bytes_total += b->size;
   ++stats_.num_frees;
-  FreeSet& pool = PoolOf(b->small);
+  FreeSet& pool = PoolOf(b->small, b->scratch);
   b->free = true;
   // Merge with free neighbours: one block per free run of a segment.
   if (Block* n = b->next; n && n->free) {
     pool.erase(n);
     b->size += n->size;
+    b->ready_after = std::max(b->ready_after, n->ready_after);
     b->next = n->next;
     if (n->next) n->next->prev = b;
     delete n;
@@ -119,6 +124,7 @@ void HostAllocator::ReturnBlockLocked(Block* b) {
   if (Block* p = b->prev; p && p->free) {
     pool.erase(p);
     p->size += b->size;
+    p->ready_after = std::max(p->ready_after, b->ready_after);
     p->next = b->next;
     if (b->next) b->next->prev = p;
     delete b;
@@ -128,12 +134,12 @@ void HostAllocator::ReturnBlockLocked(Block* b) {
 }
 
 void HostAllocator::ReleaseFreeSegmentsLocked(FreeSet* only, int64_t smaller_than) {
-  for (FreeSet* pool : {&small_free_, &large_free_}) {
+  for (FreeSet* pool : {&small_free_, &large_free_, &scratch_free_}) {
     if (only && pool != only) continue;
     for (auto it = pool->begin(); it != pool->end();) {
       Block* b = *it;
       if (b->size >= smaller_than) break;  // ordered by size
-      if (b->prev || b->next) {  // part of a segment still in use
+      if (b->prev || b->next || PendingLocked(b)) {  // part of a segment in use, or queued work's
         ++it;
         continue;
       }
@@ -167,22 +173,47 @@ Status HostAllocator::Materialize(Buffer* buffer) {
   if (buffer->materialized()) return Status::Ok();
   std::unique_lock<std::mutex> lock(mu_);
   if (buffer->materialized()) return Status::Ok();  // another thread won
-  StatusOr<void*> p = TakeBlockLocked(buffer->nbytes());
+  StatusOr<Block*> p = TakeBlockLocked(buffer->nbytes(), /*scratch=*/false);
   if (!p.ok()) {
     int64_t free_bytes = MemoryBudget(stats_) - stats_.allocated;
     lock.unlock();  // observers run outside the lock (Note [Allocation events])
     NotifyOom(device_, buffer->nbytes(), free_bytes);
     return p.status();
   }
-  buffer->set_contents(p.value());
-  const int64_t charged = live_.at(p.value())->size;  // the block, which may exceed RoundSize
+  Block* b = p.value();
+  // Note [Stream-ordered frees]: memory queued tasks may still use. Work on this buffer is queued
+  // after them anyway; a host read of it (never written: torch.empty) waits for them too.
+  if (b->ready_after) buffer->MarkUse(b->ready_after);
+  buffer->set_contents(b->ptr);
+  const int64_t charged = b->size;  // the block, which may exceed RoundSize
   lock.unlock();
   NotifyAlloc(*buffer, charged);
   return Status::Ok();
 }
 
+bool HostAllocator::ReleaseQueued(Buffer* buffer) {
+  if (!queue_) return false;
+  void* p = buffer->contents();
+  if (!p) return true;  // no memory: nothing to keep
+  int64_t charged;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(p);
+    if (it == live_.end()) return false;
+    Block* b = it->second;
+    charged = b->size;
+    live_.erase(it);
+    uint64_t last = buffer->last_use();
+    ReturnBlockLocked(b, last > completed() ? last : 0);
+  }
+  static Counter* early = GetCounter("stream_ordered_frees");
+  early->Add();
+  NotifyFree(*buffer, charged);
+  return true;
+}
+
 void HostAllocator::Free(Buffer* buffer) {
-  if (void* p = buffer->contents()) {
+  if (void* p = buffer->contents(); p && !buffer->memory_released()) {
     if (internal::g_allocation_observer.load(std::memory_order_relaxed)) {
       int64_t charged;
       {
@@ -199,7 +230,8 @@ void HostAllocator::Free(Buffer* buffer) {
 
 StatusOr<void*> HostAllocator::TakeScratch(int64_t nbytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  return TakeBlockLocked(nbytes);
+  TPU_ASSIGN_OR_RETURN(Block * b, TakeBlockLocked(nbytes, /*scratch=*/true));
+  return static_cast<void*>(b->ptr);
 }
 
 void HostAllocator::ReturnScratch(void* block, int64_t) {
@@ -209,6 +241,39 @@ void HostAllocator::ReturnScratch(void* block, int64_t) {
   Block* b = it->second;
   live_.erase(it);
   ReturnBlockLocked(b);
+}
+
+Status HostAllocator::ChargeHostCopy(int64_t bytes) {
+  if (bytes <= 0) return Status::Ok();
+  Status oom;
+  int64_t free_bytes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t budget = MemoryBudget(stats_);
+    if (stats_.reserved + bytes > budget) ReleaseFreeSegmentsLocked();
+    if (stats_.reserved + bytes <= budget) {
+      stats_.reserved += bytes;
+      stats_.allocated += bytes;
+      stats_.host_copies += bytes;
+      stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
+      stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+      stats_.peak_host_copies = std::max(stats_.peak_host_copies, stats_.host_copies);
+      return Status::Ok();
+    }
+    ++stats_.num_ooms;
+    oom = OutOfMemory(device_, bytes, stats_.allocated, stats_.capacity, stats_.limit);
+    free_bytes = budget - stats_.allocated;
+  }
+  NotifyOom(device_, bytes, free_bytes);
+  return oom;
+}
+
+void HostAllocator::ReleaseHostCopy(int64_t bytes) {
+  if (bytes <= 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.reserved -= bytes;
+  stats_.allocated -= bytes;
+  stats_.host_copies -= bytes;
 }
 
 MemoryStats HostAllocator::stats() const {
@@ -223,13 +288,14 @@ int64_t HostAllocator::num_segments() const {
 
 int64_t HostAllocator::num_free_blocks() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int64_t>(small_free_.size() + large_free_.size());
+  return static_cast<int64_t>(small_free_.size() + large_free_.size() + scratch_free_.size());
 }
 
 void HostAllocator::ResetPeak() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.peak_allocated = stats_.allocated;
   stats_.peak_reserved = stats_.reserved;
+  stats_.peak_host_copies = stats_.host_copies;
 }
 
 void HostAllocator::ResetAccumulated() {
@@ -249,7 +315,7 @@ Status HostAllocator::SetMemoryLimit(int64_t bytes) {
 std::vector<int64_t> HostAllocator::CachedBlocks() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<int64_t> sizes;
-  for (const FreeSet* pool : {&small_free_, &large_free_})
+  for (const FreeSet* pool : {&small_free_, &large_free_, &scratch_free_})
     for (const Block* b : *pool) sizes.push_back(b->size);
   return sizes;
 }

@@ -16,6 +16,9 @@
 // at once) and trims the C heap. A request that does not fit the budget first returns the free
 // segments, then fails with an out-of-memory error; fragmentation can make that happen before the
 // budget is reached, as on a GPU.
+// A launch's scratch (TakeScratch) comes from segments of its own, which buffers never use: a
+// buffer's freed memory may still be in use by queued tasks (Note [Stream-ordered frees] in
+// runtime/buffer.h), and a running task's scratch could not wait for them.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +27,7 @@
 #include <unordered_map>
 
 #include "runtime/allocator.h"
+#include "runtime/queue.h"
 
 namespace tpu::host {
 
@@ -42,6 +46,12 @@ class HostAllocator final : public Allocator {
   Status SetMemoryLimit(int64_t bytes) override;
   std::vector<int64_t> CachedBlocks() const override;
   int64_t ChargedBytes(int64_t nbytes) const override { return RoundSize(nbytes); }
+  bool ReleaseQueued(Buffer* buffer) override;
+  Status ChargeHostCopy(int64_t bytes) override;
+  void ReleaseHostCopy(int64_t bytes) override;
+  // The device's queue, whose order makes stream-ordered frees safe (Note [Stream-ordered frees]);
+  // without one the allocator keeps a freed buffer's memory until its last task lets go.
+  void SetQueue(const Queue* queue) { queue_ = queue; }
 
   // The block size a request of `nbytes` takes: 512-byte granules (64-byte aligned blocks).
   static int64_t RoundSize(int64_t nbytes);
@@ -63,6 +73,11 @@ class HostAllocator final : public Allocator {
     bool small;       // its segment's pool
     Block* prev;      // neighbours within the segment (null at its ends)
     Block* next;
+    // Free, but tasks queued up to this sequence number may still use it (Note [Stream-ordered
+    // frees]): a buffer that takes it is ordered after them; its segment is not unmapped before
+    // they have run.
+    uint64_t ready_after = 0;
+    bool scratch = false;  // its segment serves scratch only
   };
   struct BySize {
     bool operator()(const Block* a, const Block* b) const {
@@ -71,19 +86,25 @@ class HostAllocator final : public Allocator {
   };
   using FreeSet = std::set<Block*, BySize>;
 
-  StatusOr<void*> TakeBlockLocked(int64_t nbytes);
-  StatusOr<Block*> MapSegmentLocked(int64_t size, bool small);
-  void ReturnBlockLocked(Block* b);
+  // Scratch comes from segments of its own: a running task uses it at once, so it could not take
+  // a block that queued work may still use (Note [Stream-ordered frees]), and buffers never
+  // take (or leave pending) a scratch block.
+  StatusOr<Block*> TakeBlockLocked(int64_t nbytes, bool scratch);
+  bool PendingLocked(const Block* b) const { return b->ready_after > completed(); }
+  uint64_t completed() const { return queue_ ? queue_->completed() : 0; }
+  StatusOr<Block*> MapSegmentLocked(int64_t size, bool small, bool scratch);
+  void ReturnBlockLocked(Block* b, uint64_t ready_after = 0);
   // Unmaps the wholly free segments (of one pool, and below a size, when given).
   void ReleaseFreeSegmentsLocked(FreeSet* only = nullptr, int64_t smaller_than = INT64_MAX);
-  FreeSet& PoolOf(bool small) { return small ? small_free_ : large_free_; }
+  FreeSet& PoolOf(bool small, bool scratch) { return scratch ? scratch_free_ : small ? small_free_ : large_free_; }
 
   int device_;
   mutable std::mutex mu_;
   MemoryStats stats_;
-  FreeSet small_free_, large_free_;
+  FreeSet small_free_, large_free_, scratch_free_;
   std::unordered_map<const void*, Block*> live_;  // allocated blocks by address
   int64_t segments_ = 0;
+  const Queue* queue_ = nullptr;
 };
 
 }  // namespace tpu::host

@@ -38,6 +38,7 @@ class HostDevice final : public Device {
  public:
   HostDevice(int index, const std::string& chip, int64_t capacity)
       : allocator_(index, capacity), executor_(&allocator_), queue_(index, &executor_) {
+    allocator_.SetQueue(&queue_);  // Note [Stream-ordered frees]
     props_.chip = chip;
     props_.name = "TPU " + chip + " (host executor)";
     props_.kind = "host";
@@ -45,6 +46,7 @@ class HostDevice final : public Device {
     props_.memory_capacity = capacity;
     props_.index = index;
   }
+  ~HostDevice() override { allocator_.SetQueue(nullptr); }  // the queue goes first
   const DeviceProperties& properties() const override { return props_; }
   Allocator& allocator() override { return allocator_; }
   Queue& queue() override { return queue_; }

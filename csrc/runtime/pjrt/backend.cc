@@ -57,7 +57,7 @@ class PjrtDevice final : public Device {
  public:
   PjrtDevice(const Client* client, int index, int64_t capacity, DeviceProperties props)
       : props_(std::move(props)), allocator_(&client->api(), index, capacity), executor_(client, index),
-        queue_(index, &executor_) {}
+        queue_(index, &executor_, &allocator_, Flags().queue_held_memory_mb << 20) {}
   const DeviceProperties& properties() const override { return props_; }
   Allocator& allocator() override { return allocator_; }
   Queue& queue() override { return queue_; }
