@@ -158,6 +158,7 @@ def _md(text, limit=220) -> str:
 # Failure messages -> cause, for the summary (first match wins; anything else is "other").
 CAUSES = [
     (r"Complex\w* is not supported|view_as_complex", "complex dtypes are not supported on the device"),
+    (r"does not support (complex|Complex)", "a native kernel without a complex path (NotImplementedError)"),
     (r"Sparse|sparse", "sparse layouts are not supported on the device"),
     (r"Bad in-place call", "in-place op whose CPU kernel resizes a broadcastable self (the device refuses)"),
     (r"killed the process|stopped making progress", "crash or hang"),
@@ -274,7 +275,7 @@ def print_totals(results, dtypes) -> None:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ops", help="comma-separated op ids (default: all of op_db)")
-    p.add_argument("--dtypes", default="float32,bfloat16,int64,bool")
+    p.add_argument("--dtypes", default="float32,bfloat16,int64,bool,complex64")
     p.add_argument("--jsonl", default=DEFAULT_JSONL,
                    help="results file, resumed if present (default: build/opinfo/results.jsonl)")
     p.add_argument("--fresh", action="store_true", help="start over instead of resuming --jsonl")
