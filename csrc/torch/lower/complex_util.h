@@ -54,6 +54,10 @@ void ComplexOutput(Lowering& l, CValue v, const at::Tensor& out);
 // LowerComplexElementwise (elementwise_util.h): its `op` names the formula (complex.cc's table);
 // `alpha` scales the second input (add/sub).
 
+// A complex tensor's values as its float pairs [..., 2], a view (after a copy that resolves lazy
+// conj/neg bits, if set): ops that only move data run on it with the pair as one more dim.
+inline at::Tensor ResolvedRealView(const at::Tensor& t) { return at::view_as_real(t.resolve_conj().resolve_neg()); }
+
 // copy_ between device tensors when either is complex (conversions as on the CPU: a real source
 // gets a zero imaginary part; a complex source copied to a real tensor keeps the real part).
 void ComplexDeviceCopy(const at::Tensor& src, const at::Tensor& dst);

@@ -284,24 +284,26 @@ at::Tensor& where_self_out(const at::Tensor& c, const at::Tensor& s, const at::T
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-#define TPU_REG_BINARY(name, fname)                    \
+// `out`: the overload name of the Tensor out= form (mul.out, but eq.Tensor_out: a registration
+// under a name with no schema is accepted silently and never called -- test_registrations.py).
+#define TPU_REG_BINARY(name, fname, out)               \
   m.impl(#name ".Tensor", fname);                      \
   m.impl(#name "_.Tensor", fname##_);                  \
-  m.impl(#name ".out", fname##_out);                   \
+  m.impl(#name "." #out, fname##_out);                 \
   m.impl(#name ".Scalar", fname##_s);                  \
   m.impl(#name "_.Scalar", fname##_s_);
-  TPU_REG_BINARY(mul, mul)
-  TPU_REG_BINARY(eq, eq)
-  TPU_REG_BINARY(ne, ne)
-  TPU_REG_BINARY(lt, lt)
-  TPU_REG_BINARY(le, le)
-  TPU_REG_BINARY(gt, gt)
-  TPU_REG_BINARY(ge, ge)
-  TPU_REG_BINARY(remainder, remainder)
-  TPU_REG_BINARY(fmod, fmod)
-  TPU_REG_BINARY(bitwise_and, bitwise_and)
-  TPU_REG_BINARY(bitwise_or, bitwise_or)
-  TPU_REG_BINARY(bitwise_xor, bitwise_xor)
+  TPU_REG_BINARY(mul, mul, out)
+  TPU_REG_BINARY(eq, eq, Tensor_out)
+  TPU_REG_BINARY(ne, ne, Tensor_out)
+  TPU_REG_BINARY(lt, lt, Tensor_out)
+  TPU_REG_BINARY(le, le, Tensor_out)
+  TPU_REG_BINARY(gt, gt, Tensor_out)
+  TPU_REG_BINARY(ge, ge, Tensor_out)
+  TPU_REG_BINARY(remainder, remainder, Tensor_out)
+  TPU_REG_BINARY(fmod, fmod, Tensor_out)
+  TPU_REG_BINARY(bitwise_and, bitwise_and, Tensor_out)
+  TPU_REG_BINARY(bitwise_or, bitwise_or, Tensor_out)
+  TPU_REG_BINARY(bitwise_xor, bitwise_xor, Tensor_out)
   m.impl("eq.Scalar_out", eq_s_out);
   m.impl("ne.Scalar_out", ne_s_out);
   m.impl("lt.Scalar_out", lt_s_out);

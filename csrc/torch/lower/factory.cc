@@ -1,4 +1,4 @@
-// Factories that compute their values on the device: arange, linspace, eye. (full, zeros, ones
+// Factories that compute their values on the device: arange, linspace, logspace, eye. (full, zeros, ones
 // and scalar_tensor are composites of empty + fill_, which are native already.)
 #include <ATen/Dispatch.h>
 #include <ATen/native/RangeUtils.h>
@@ -90,6 +90,41 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
   return out;
 }
 
+// As PyTorch's CPU kernel: base ** (start + step * i) for the first half, base ** (end - step *
+// (steps - 1 - i)) for the second, in double (start and end rounded to the result type first, the
+// base to float for integer results), then converted to the result type.
+at::Tensor& logspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, double base, at::Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  at::ScalarType t = out.scalar_type();
+  bool integral = at::isIntegralType(t, /*includeBool=*/false);
+  TORCH_CHECK_NOT_IMPLEMENTED(integral || at::isFloatingType(t), "\"logspace_cpu\" not implemented for '",
+                              c10::toString(t), "'");
+  if (out.numel() != steps) out.resize_({steps});
+  if (steps == 0) return out;
+  Lowering l("aten::logspace");
+  Builder& b = l.b();
+  const at::ScalarType f64 = at::kDouble;
+  if (steps == 1) {  // the CPU kernel's fill: pow(base, start), the unrounded start, in double
+    int base_v = b.BroadcastTo(l.Scalar(base, f64), {1});
+    int s = b.BroadcastTo(l.Scalar(start.toDouble(), f64), {1});
+    l.Output(b.Binary(OpCode::kPower, base_v, s), out);
+    l.Run();
+    return out;
+  }
+  int base_v = b.BroadcastTo(l.Scalar(integral ? static_cast<double>(static_cast<float>(base)) : base, f64), {steps});
+  int s = b.BroadcastTo(b.Convert(l.Scalar(start, t), DType::kF64), {steps});
+  int e = b.BroadcastTo(b.Convert(l.Scalar(end, t), DType::kF64), {steps});
+  int step = b.Binary(OpCode::kDivide, b.Binary(OpCode::kSubtract, e, s), b.ScalarLike(steps - 1, s));
+  int i = b.Convert(b.Iota(TensorType{DType::kI64, {steps}}, 0), DType::kF64);
+  int up = b.Binary(OpCode::kAdd, s, b.Binary(OpCode::kMultiply, step, i));
+  int from_end = b.Binary(OpCode::kSubtract, b.ScalarLike(steps - 1, i), i);
+  int down = b.Binary(OpCode::kSubtract, e, b.Binary(OpCode::kMultiply, step, from_end));
+  int first_half = b.Compare(CompareDirection::kLT, i, b.ScalarLike(steps / 2, i));
+  l.Output(b.Binary(OpCode::kPower, base_v, b.Select(first_half, up, down)), out);
+  l.Run();
+  return out;
+}
+
 at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
   TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
   TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
@@ -111,6 +146,7 @@ at::Tensor& eye_out(int64_t n, at::Tensor& out) { return eye_m_out(n, n, out); }
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("arange.start_out", arange_start_out);
   m.impl("linspace.out", linspace_out);
+  m.impl("logspace.out", logspace_out);
   m.impl("eye.out", eye_out);
   m.impl("eye.m_out", eye_m_out);
 }

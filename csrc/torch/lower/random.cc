@@ -1,5 +1,5 @@
 // Random ops on the device generator: uniform_, normal_ (and normal's tensor forms), bernoulli_,
-// random_, exponential_, and dropout's forward/backward.
+// random_, exponential_, cauchy_, log_normal_, geometric_, and dropout's forward/backward.
 //
 // A draw reserves an offset range of the tpu generator's Philox stream (seed, offset) and passes
 // both to the program as a runtime parameter, so results depend only on the generator state:
@@ -22,7 +22,10 @@ namespace {
 
 using at::native::templates::bernoulli_impl_;
 using at::native::templates::bernoulli_out_impl;
+using at::native::templates::cauchy_impl_;
 using at::native::templates::exponential_impl_;
+using at::native::templates::geometric_impl_;
+using at::native::templates::log_normal_impl_;
 using at::native::templates::normal_impl_;
 using at::native::templates::random_from_to_impl;
 using at::native::templates::random_impl;
@@ -167,6 +170,64 @@ struct ExponentialKernel {
   }
 };
 
+// median + sigma * tan(pi * (u - 1/2)), PyTorch's transformation of a uniform u in [0, 1).
+template <typename RNG>
+struct CauchyKernel {
+  void operator()(at::TensorIteratorBase& iter, double median, double sigma, std::optional<at::Generator> gen) {
+    const at::Tensor& self = iter.tensor(0);
+    c10::DeviceGuard guard(self.device());
+    at::ScalarType t = self.scalar_type(), ct = t == at::kDouble ? at::kDouble : at::kFloat;
+    int64_t n = self.numel();
+    Lowering l("aten::cauchy_");
+    Builder& b = l.b();
+    int u = Uniform01(l, gen, self, n, t == at::kDouble ? 53 : 24);
+    int a = Mul(b, b.Binary(OpCode::kSubtract, u, b.ScalarLike(0.5, u)), M_PI);
+    int tan = b.Binary(OpCode::kDivide, b.Unary(OpCode::kSine, a), b.Unary(OpCode::kCosine, a));
+    int s = ScalarVec(l, sigma, ct, n);  // parameters in a fixed order: sigma, then median
+    int m = ScalarVec(l, median, ct, n);
+    WriteFlat(l, b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, tan, s), m), self);
+  }
+};
+
+// exp(mean + std * z) for a standard normal z.
+template <typename RNG>
+struct LogNormalKernel {
+  void operator()(at::TensorIteratorBase& iter, double mean, double std, std::optional<at::Generator> gen) {
+    const at::Tensor& self = iter.tensor(0);
+    TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"log_normal_cpu\" not implemented for '",
+                                toString(self.scalar_type()), "'");
+    c10::DeviceGuard guard(self.device());
+    at::ScalarType t = self.scalar_type(), ct = t == at::kDouble ? at::kDouble : at::kFloat;
+    int64_t n = self.numel();
+    Lowering l("aten::log_normal_");
+    Builder& b = l.b();
+    int z = StandardNormal(l, gen, self, n, t);
+    int sd = ScalarVec(l, std, ct, n);  // parameters in a fixed order: std, then mean
+    int mu = ScalarVec(l, mean, ct, n);
+    WriteFlat(l, b.Unary(OpCode::kExp, b.Binary(OpCode::kAdd, b.Binary(OpCode::kMultiply, z, sd), mu)), self);
+  }
+};
+
+// The number of Bernoulli(p) trials up to the first success: ceil(log(v) / log1p(-p)) for v
+// uniform in (0, 1] (1 - u, so log(v) is finite; the same distribution as PyTorch's), >= 1.
+// Computed in double; any dtype (as on the CPU), integers get the exact count.
+template <typename RNG>
+struct GeometricKernel {
+  void operator()(at::TensorIteratorBase& iter, double p, std::optional<at::Generator> gen) {
+    const at::Tensor& self = iter.tensor(0);
+    TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"geometric_cpu\" not implemented for 'Bool'");
+    c10::DeviceGuard guard(self.device());
+    int64_t n = self.numel();
+    Lowering l("aten::geometric_");
+    Builder& b = l.b();
+    int u = Uniform01(l, gen, self, n, 53);
+    int v = b.Binary(OpCode::kSubtract, b.ScalarLike(1.0, u), u);
+    int denom = b.Unary(OpCode::kLog1p, b.Unary(OpCode::kNegate, ScalarVec(l, p, at::kDouble, n)));
+    int k = b.Unary(OpCode::kCeil, b.Binary(OpCode::kDivide, b.Unary(OpCode::kLog, v), denom));
+    WriteFlat(l, b.Binary(OpCode::kMaximum, k, b.ScalarLike(1.0, k)), self);
+  }
+};
+
 // from + (random % range) for range in [1, 2^63], or every int64 value when full64.
 void RandomInts(const at::Tensor& self, uint64_t range, int64_t from, bool full64, std::optional<at::Generator> gen) {
   TORCH_CHECK_NOT_IMPLEMENTED(full64 || range <= (uint64_t{1} << 63), "random_: a range of ", range,
@@ -271,6 +332,15 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
 }
 at::Tensor& exponential_(at::Tensor& self, double lambda, std::optional<at::Generator> gen) {
   return exponential_impl_<ExponentialKernel, TpuGenerator>(self, lambda, gen);
+}
+at::Tensor& cauchy_(at::Tensor& self, double median, double sigma, std::optional<at::Generator> gen) {
+  return cauchy_impl_<CauchyKernel, TpuGenerator>(self, median, sigma, gen);
+}
+at::Tensor& log_normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+  return log_normal_impl_<LogNormalKernel, TpuGenerator>(self, mean, std, gen);
+}
+at::Tensor& geometric_(at::Tensor& self, double p, std::optional<at::Generator> gen) {
+  return geometric_impl_<GeometricKernel, TpuGenerator>(self, p, gen);
 }
 at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> gen) {
   return random_impl<RandomKernel, TpuGenerator>(self, gen);
@@ -419,6 +489,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("normal.Tensor_Tensor", normal_tt);
   m.impl("normal.Tensor_Tensor_out", normal_tt_out);
   m.impl("exponential_", exponential_);
+  m.impl("cauchy_", cauchy_);
+  m.impl("log_normal_", log_normal_);
+  m.impl("geometric_", geometric_);
   m.impl("random_", random_);
   m.impl("random_.from", random_from);
   m.impl("random_.to", random_to);

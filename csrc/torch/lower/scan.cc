@@ -1,5 +1,5 @@
-// cumsum and cumprod (inclusive prefix sums/products along one dimension) and isin (membership
-// test). cumsum and isin are the two ops a Hugging Face generate() loop needs besides the model
+// cumsum and cumprod (inclusive prefix sums/products along one dimension), cummax/cummin, and isin
+// (membership test). cumsum and isin are the two ops a Hugging Face generate() loop needs besides the model
 // itself (position ids from the attention mask, and the end-of-sequence check).
 //
 // The prefix sum is a log-step scan: x += x shifted by 1, 2, 4, ... positions (slice + pad, so
@@ -108,6 +108,55 @@ at::Tensor& cumprod_(at::Tensor& self, int64_t dim, std::optional<at::ScalarType
   return cumprod_out(self, dim, dtype, self);
 }
 
+// ---- cummax / cummin ------------------------------------------------------------------------------
+// The inclusive scan of x along dim with an idempotent op (maximum, minimum): the positions before
+// each shift combine with themselves, so no identity value is needed (int64's maximum is not a
+// double).
+int IdempotentScan(Builder& b, int x, int64_t dim, OpCode op) {
+  const Dims dims = b.TypeOf(x).dims;
+  const size_t rank = dims.size();
+  const int64_t n = dims[dim];
+  for (int64_t shift = 1; shift < n; shift *= 2) {
+    Dims start(rank, 0), head = dims, tail = dims, strides(rank, 1);
+    head[dim] = shift;
+    tail[dim] = n - shift;  // x[i - shift] at i >= shift, x[i] itself before
+    int shifted = b.Concatenate({b.Slice(x, start, head, strides), b.Slice(x, start, tail, strides)}, dim);
+    x = b.Binary(op, x, shifted);
+  }
+  return x;
+}
+
+// ATen's _cummax_helper / _cummin_helper (cummax_out has resized values/indices and handled 0-dim
+// and empty inputs). The CPU kernel keeps the running extreme `out` and its index, replacing both
+// when x is NaN or (out is not NaN and x >= out; <= for cummin): so ties and NaNs take the latest
+// index and NaN sticks. Here: the running extreme (NaN-propagating), then for each position the
+// latest j <= i where x[j] equals the running extreme at j, or is NaN.
+void CumExtremeInto(const char* op, bool max, const at::Tensor& self, at::Tensor& values, at::Tensor& indices,
+                    int64_t dim) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  if (self.numel() == 0) return;
+  const at::ScalarType t = self.scalar_type();
+  const bool floating = at::isFloatingType(t);
+  Lowering l(op);
+  Builder& b = l.b();
+  int x = l.Input(self, floating ? OpMath(t) : at::kLong);
+  int v = IdempotentScan(b, x, dim, max ? OpCode::kMaximum : OpCode::kMinimum);
+  int pos = b.Iota(TensorType{DType::kI64, b.TypeOf(x).dims}, dim);
+  int hit = b.Compare(CompareDirection::kEQ, x, v);
+  if (floating) hit = b.Binary(OpCode::kOr, hit, b.Compare(CompareDirection::kNE, x, x));
+  int idx = IdempotentScan(b, b.Select(hit, pos, b.ScalarLike(-1, pos)), dim, OpCode::kMaximum);
+  l.Output(v, values);
+  l.Output(idx, indices);
+  l.Run();
+}
+
+void cummax_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
+  CumExtremeInto("aten::cummax", true, self, values, indices, dim);
+}
+void cummin_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
+  CumExtremeInto("aten::cummin", false, self, values, indices, dim);
+}
+
 // ---- isin ---------------------------------------------------------------------------------------
 // elements / test_elements: a device tensor, or a Python number.
 void IsinInto(const at::Tensor& elements, const at::Tensor& test, bool invert,
@@ -190,6 +239,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cumprod", cumprod);
   m.impl("cumprod.out", cumprod_out);
   m.impl("cumprod_", cumprod_);
+  m.impl("_cummax_helper", cummax_helper);
+  m.impl("_cummin_helper", cummin_helper);
   m.impl("isin.Tensor_Tensor", isin_tensor_tensor);
   m.impl("isin.Tensor_Tensor_out", isin_tensor_tensor_out);
   m.impl("isin.Tensor_Scalar", isin_tensor_scalar);

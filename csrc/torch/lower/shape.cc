@@ -1,12 +1,14 @@
-// Shape ops that copy data: cat (stack reaches it), constant_pad_nd, flip, roll, repeat, tril and
-// triu. Views (diagonal, narrow, ...) and composites (clone, _unsafe_view) need no lowering.
+// Shape ops that copy data: cat (stack reaches it), constant_pad_nd, narrow_copy, channel_shuffle,
+// flip, roll, repeat, tril and triu. Views (diagonal, narrow, ...) and composites (clone, _unsafe_view) need no lowering.
+// Complex tensors (Note [Complex tensors]): cat, flip, roll and repeat move their float pairs
+// (the pair one more trailing dim); constant_pad_nd pads the real and imaginary parts.
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/ops/cat_meta.h>
 #include <ATen/ops/tril_meta.h>
 #include <ATen/ops/triu_meta.h>
 #include <torch/library.h>
 
-#include "torch/lower/elementwise_util.h"
+#include "torch/lower/complex_util.h"
 #include "torch/lower/structured.h"
 
 namespace tpu::torch_bridge {
@@ -19,6 +21,13 @@ at::Tensor CatInto(const at::ITensorListRef& tensors, int64_t dim, MetaOut<at::m
   auto pre = m.meta(tensors, dim);
   at::Tensor out = m.out();
   if (out.numel() == 0) return out;
+  if (out.is_complex()) {  // the parts' float pairs, each input converted to the result's dtype
+    std::vector<at::Tensor> pairs;
+    for (const at::Tensor& t : tensors)
+      if (t.numel() > 0) pairs.push_back(ResolvedRealView(t.to(out.scalar_type())));
+    at::view_as_real(out).copy_(at::cat(pairs, pre.dim));
+    return out;
+  }
   Lowering l("aten::cat");
   std::vector<int> parts;
   for (const at::Tensor& t : tensors)
@@ -60,12 +69,78 @@ at::Tensor constant_pad_nd(const at::Tensor& self, at::IntArrayRef pad, const at
   if (out.numel() == 0) return out;
   Lowering l("aten::constant_pad_nd");
   Builder& b = l.b();
+  if (self.is_complex()) {  // each part padded with its part of the value
+    c10::complex<double> z = value.toComplexDouble();
+    at::ScalarType real = c10::toRealValueType(self.scalar_type());
+    CValue v = ComplexInput(l, self, ToDType(real), ToDims(self.sizes()));
+    auto pad = [&](int part, double fill) {
+      int f = l.Scalar(fill, real);
+      return self.numel() == 0 ? b.BroadcastTo(f, sizes) : b.Pad(part, f, lo, hi, Dims(rank, 0));
+    };
+    int re = pad(v.re, z.real());
+    int im = pad(v.im, z.imag());
+    ComplexOutput(l, CValue{re, im}, out);
+    l.Run();
+    return out;
+  }
   int x = l.Input(self);
   if (self.numel() == 0) {  // only padding remains
     l.Output(b.BroadcastTo(l.Scalar(value, self.scalar_type()), sizes), out);
   } else {
     l.Output(b.Pad(x, l.Scalar(value, self.scalar_type()), lo, hi, Dims(rank, 0)), out);
   }
+  l.Run();
+  return out;
+}
+
+// ---- narrow_copy.out ---------------------------------------------------------------------------
+// The checks and messages of ATen's CPU kernel, then a copy of the narrowed view.
+at::Tensor& narrow_copy_out(const at::Tensor& self, int64_t dim, c10::SymInt start_s, c10::SymInt length_s,
+                            at::Tensor& output) {
+  int64_t start = start_s.expect_int(), length = length_s.expect_int();
+  TORCH_CHECK(self.dim() > 0, "narrow() cannot be applied to a 0-dim tensor.");
+  TORCH_CHECK(self.dtype() == output.dtype());
+  if (dim < 0) {
+    dim = at::maybe_wrap_dim(dim, self.dim());
+  } else {
+    TORCH_CHECK(dim < self.dim());
+  }
+  const int64_t cur_size = self.size(dim);
+  TORCH_CHECK_INDEX(-cur_size <= start && start <= cur_size, "start out of range (expected to be in range of [",
+                    -cur_size, ", ", cur_size, "], but got ", start, ")");
+  if (start < 0) start += cur_size;
+  TORCH_CHECK(length >= 0 && start <= cur_size - length, "start (", start, ") + length (", length,
+              ") exceeds dimension size (", cur_size, ").");
+  at::Tensor src = self.narrow(dim, start, length);
+  ResizeOut(output, src.sizes());
+  if (output.numel() > 0) output.copy_(src);
+  return output;
+}
+
+// ---- channel_shuffle -------------------------------------------------------------------------
+// [b, c, *rest] -> [b, c / g, g, *rest] order of channels: channel k of group j moves to k * g + j
+// (ATen's checks; the result in the input's suggested memory format, as the CPU kernel's).
+at::Tensor channel_shuffle(const at::Tensor& self, c10::SymInt groups_s) {
+  int64_t groups = groups_s.expect_int();
+  TORCH_CHECK(self.dim() > 2, "channel_shuffle expects input to have at least 3 dimensions, but got input with ",
+              self.dim(), " dims");
+  TORCH_CHECK(groups > 0, "Number of groups to divide channels in must be positive.", " Value of groups:", groups);
+  const int64_t c = self.size(1);
+  TORCH_CHECK((c % groups) == 0, "Number of channels must be divisible by groups. Got ", c, " channels and ", groups,
+              " groups.");
+  at::Tensor out = at::empty(self.sizes(), self.options().memory_format(self.suggest_memory_format()));
+  if (out.numel() == 0) return out;
+  if (self.is_complex()) {
+    // the float pairs: channels stay dim 1, the pair is one more trailing dim
+    at::view_as_real(out).copy_(::tpu::torch_bridge::channel_shuffle(ResolvedRealView(self), groups_s));
+    return out;
+  }
+  Lowering l("aten::channel_shuffle");
+  Builder& b = l.b();
+  int64_t rest = self.numel() / (self.size(0) * c);
+  int x = b.Reshape(l.Input(self), {self.size(0), groups, c / groups, rest});
+  x = b.Transpose(x, {0, 2, 1, 3});
+  l.Output(b.Reshape(x, ToDims(self.sizes())), out);
   l.Run();
   return out;
 }
@@ -84,6 +159,12 @@ int TakeAlong(Builder& b, int x, int64_t d, int index) {
 
 at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
   auto flipped = at::dim_list_to_bitset(dims, self.dim());  // wraps dims, rejects duplicates
+  if (self.is_complex()) {
+    std::vector<int64_t> wrapped;
+    for (int64_t d = 0; d < self.dim(); ++d)
+      if (flipped[d]) wrapped.push_back(d);
+    return at::view_as_complex(::tpu::torch_bridge::flip(ResolvedRealView(self), wrapped));
+  }
   at::Tensor out = at::empty_like(self, at::MemoryFormat::Preserve);
   if (out.numel() == 0) return out;
   Lowering l("aten::flip");
@@ -104,6 +185,16 @@ at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef 
   bool flat = dims.empty() && shifts.size() == 1;
   TORCH_CHECK(flat || shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ", shifts.size(),
               ", dims:", dims.size());
+  if (self.is_complex() && self.numel() > 0) {  // dims wrapped against the complex rank
+    if (flat) {
+      const int64_t dim0[] = {0};
+      return at::view_as_complex(::tpu::torch_bridge::roll(ResolvedRealView(self.reshape({-1})), shifts, dim0))
+          .view(self.sizes());
+    }
+    std::vector<int64_t> wrapped;
+    for (int64_t d : dims) wrapped.push_back(at::maybe_wrap_dim(d, self.dim(), /*wrap_scalar=*/false));
+    return at::view_as_complex(::tpu::torch_bridge::roll(ResolvedRealView(self), shifts, wrapped));
+  }
   at::Tensor out = at::empty_like(self, at::MemoryFormat::Preserve);
   if (out.numel() == 0) return out;
   Lowering l("aten::roll");
@@ -134,6 +225,11 @@ at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef 
 at::Tensor repeat(const at::Tensor& self, at::IntArrayRef repeats) {
   TORCH_CHECK(static_cast<int64_t>(repeats.size()) >= self.dim(),
               "Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor");
+  if (self.is_complex()) {
+    std::vector<int64_t> pair_repeats(repeats.begin(), repeats.end());
+    pair_repeats.push_back(1);
+    return at::view_as_complex(::tpu::torch_bridge::repeat(ResolvedRealView(self), pair_repeats));
+  }
   int64_t rank = static_cast<int64_t>(repeats.size()), lead = rank - self.dim();
   Dims padded(lead, 1), result(rank), expanded, bdims;
   for (int64_t s : self.sizes()) padded.push_back(s);
@@ -208,6 +304,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cat", cat);
   m.impl("cat.out", cat_out);
   m.impl("constant_pad_nd", constant_pad_nd);
+  m.impl("narrow_copy.out", narrow_copy_out);
+  m.impl("channel_shuffle", channel_shuffle);
   m.impl("flip", flip);
   m.impl("roll", roll);
   m.impl("repeat", repeat);

@@ -175,6 +175,7 @@ def _md(text, limit=220) -> str:
 # Failure messages -> cause, for the summary (first match wins; anything else is "other").
 CAUSES = [
     (r"Complex\w* is not supported|view_as_complex", "complex dtypes are not supported on the device"),
+    (r"does not support (complex|Complex)", "a native kernel without a complex path (NotImplementedError)"),
     (r"Sparse|sparse", "sparse layouts are not supported on the device"),
     (r"Bad in-place call", "in-place op whose CPU kernel resizes a broadcastable self (the device refuses)"),
     (r"killed the process|stopped making progress", "crash or hang"),
@@ -237,8 +238,8 @@ def write_markdown(results, dtypes, path, pjrt=None) -> None:
            "device in strict mode, and the results compared (values, dtypes, shapes, aliasing, "
            "contiguity, inputs after the call; gradients in float32), for the function variant "
            "and again with the samples made non-contiguous and through the in-place variant. "
-           "Tolerances are torch.testing's defaults (float32 rtol 1.3e-6/atol 1e-5, bfloat16 "
-           "rtol 1.6e-2/atol 1e-5, exact otherwise); the few exceptions, each with its reason, are "
+           "Tolerances are torch.testing's defaults (float32 and complex64 rtol 1.3e-6/atol 1e-5, "
+           "bfloat16 rtol 1.6e-2/atol 1e-5, exact otherwise); the few exceptions, each with its reason, are "
            "in tests/python/opinfo/policy.py (a mismatch there gets a second opinion from the op "
            "computed in float64: the device must be at least about as accurate as CPU). The index "
            "results of sort (non-stable), topk, kthvalue and median may order equal elements "
@@ -312,7 +313,7 @@ def print_totals(results, dtypes) -> None:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ops", help="comma-separated op ids (default: all of op_db)")
-    p.add_argument("--dtypes", default="float32,bfloat16,int64,bool")
+    p.add_argument("--dtypes", default="float32,bfloat16,int64,bool,complex64")
     p.add_argument("--jsonl", default=DEFAULT_JSONL,
                    help="results file, resumed if present (default: build/opinfo/results.jsonl)")
     p.add_argument("--fresh", action="store_true", help="start over instead of resuming --jsonl")
