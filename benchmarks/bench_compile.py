@@ -266,7 +266,7 @@ def summary(results: dict, threads: int) -> None:
     """One row per model: each variant's median ms/step (its ratio to tpu compiled), and the
     largest relative difference of any variant's first three losses from CPU eager's."""
     keys = [k for k in VARIANTS if any(k in r for r in results.values())]
-    head = f"{'model':<44}" + "".join(f"{VARIANTS[k]:>22}" for k in keys) + f"{'max loss diff':>15}"
+    head = f"{'model':<52}" + "".join(f"{VARIANTS[k]:>22}" for k in keys) + f"{'max loss diff':>15}"
     print(f"Summary, {threads} thread(s): ms/step (that time / tpu compiled's)\n{head}\n" + "-" * len(head))
     for cfg, r in results.items():
         ref = r.get("compiled", (None,))[0]
@@ -279,7 +279,7 @@ def summary(results: dict, threads: int) -> None:
             cells.append(f"{r[k][0] * 1e3:>13.1f}{ratio:>9}")
         base = r.get("cpu", next(iter(r.values())))[1][:3]
         diff = max(abs(a - b) / abs(b) for v in r.values() for a, b in zip(v[1][:3], base))
-        print(f"{cfg.describe():<44}" + "".join(cells) + f"{diff:>15.1e}")
+        print(f"{cfg.describe():<52}" + "".join(cells) + f"{diff:>15.1e}")
 
 
 def main() -> None:
