@@ -16,8 +16,6 @@ from typing import Callable, Dict, Tuple
 import jax
 import jax.numpy as jnp
 
-jax.config.update("jax_platforms", "cpu")
-
 Params = Dict[str, jnp.ndarray]
 tree_map = jax.tree_util.tree_map
 

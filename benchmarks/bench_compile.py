@@ -181,6 +181,9 @@ def worker(key: str, cfg: Config, threads: int, conn) -> None:
     base, batches, loss_fn, make_opt, kind = build_model(cfg)
     try:
         if key == "jax":
+            import jax
+
+            jax.config.update("jax_platforms", "cpu")  # XLA's CPU backend, whatever else is installed
             step = jax_variant(base, batches, kind)
         elif key == "compiled":
             step = torch_variant(base, batches, loss_fn, make_opt, "tpu", "tpu", None)

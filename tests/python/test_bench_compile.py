@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("jax")
+jax = pytest.importorskip("jax")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
 import bench_compile  # noqa: E402
 import _jax_models  # noqa: E402
@@ -37,8 +37,9 @@ def test_jax_twin_matches_pytorch_training_steps(cfg):
         loss.backward()
         opt.step()
         expected.append(loss.item())
-    step = bench_compile.jax_variant(model, batches, kind)
-    actual = [step() for _ in range(3)]
+    with jax.default_device(jax.devices("cpu")[0]):  # jaxlib's CPU client (other tests register plugins)
+        step = bench_compile.jax_variant(model, batches, kind)
+        actual = [step() for _ in range(3)]
     torch.testing.assert_close(torch.tensor(actual), torch.tensor(expected), rtol=1e-5, atol=0)
     assert len(set(expected)) == 3  # the steps train: each loss differs
 
@@ -52,7 +53,8 @@ def test_jax_batch_norm_running_statistics():
     model, batches, _, _, _ = bench_compile.build_model(cfg)
     params, buffers, loss_fn = _jax_models.resnet(model)
     x, y = batches[0]
-    _, new = loss_fn(params, buffers, jnp.asarray(x.permute(0, 2, 3, 1).numpy()), jnp.asarray(y.numpy()))
+    with jax.default_device(jax.devices("cpu")[0]):
+        _, new = loss_fn(params, buffers, jnp.asarray(x.permute(0, 2, 3, 1).numpy()), jnp.asarray(y.numpy()))
     ref = copy.deepcopy(model).train()
     with torch.no_grad():
         ref(x)
