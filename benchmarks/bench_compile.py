@@ -1,35 +1,48 @@
-"""One GPT training step (forward, backward, AdamW) five ways, side by side:
+"""One training step (forward, backward, optimizer) five ways, side by side:
 
-    python benchmarks/bench_compile.py [--threads 2] [--d 128] [--ctx 64] [--batch 8] [--steps 10]
+    python benchmarks/bench_compile.py [--model gpt|llama|resnet18] [--threads 1] [--steps 10]
+    python benchmarks/bench_compile.py --model gpt --d 256 --ctx 128
+    python benchmarks/bench_compile.py --all --threads 1   # the acceptance set, one summary table
 
   tpu compiled   torch.compile(step/update, backend="tpu") on the device (host executor)
   tpu fused      the same eager code on the device in fused eager mode
   CPU eager      the same eager code on PyTorch CPU
   CPU Inductor   torch.compile(step/update) with Inductor on PyTorch CPU
-  JAX jit        the same model and AdamW written in JAX, the whole step one jax.jit (XLA CPU)
+  JAX jit        the same model and optimizer written in JAX (benchmarks/_jax_models.py), the whole
+                 step one jax.jit (XLA CPU)
 
-Model: examples/char_gpt.py's GPT, 4 layers, 4 heads, vocabulary 96, dropout 0 (so the five runs
-compute the same function: JAX starts from the PyTorch model's weights, and the first steps'
-losses are printed for each). Optimizer: AdamW(lr=3e-3, weight_decay=0.01), foreach (capturable on
-the device, which torch.compile of the update needs). Same thread count everywhere: each variant
-runs in its own process (so no variant's idle thread pool competes with the running one), pinned
-to --threads CPUs before torch or JAX starts (XLA sizes its pool from them), with --threads
-threads for PyTorch and the host executor. The variants take turns, one timed step each per
-round, so a load from other processes falls on all of them alike; each figure is the median step
-time after warm-up (the warm-up steps include every compile), ending in a sync point (the loss
-read on the host).
+Models (--all runs the first four rows of this list):
+  gpt       examples/char_gpt.py's GPT: 4 layers, 4 heads, vocabulary 96, dropout 0; --d 128
+            --ctx 64 --batch 8 by default (--all adds d=256 ctx=128); AdamW(lr=3e-3, wd=0.01)
+  llama     examples/llama.py's default config (bench_models.py's: dim 128, 4 layers, 8 query
+            heads sharing 2 key/value heads, SwiGLU 352, RoPE), vocabulary 96, 16 x 64 tokens;
+            AdamW(lr=3e-3, wd=0.01)
+  resnet18  examples/resnet.py's ResNet-18 at width 16 (bench_models.py's), 16 synthetic 32x32
+            images, training mode (batch norm on the batch's statistics, running statistics
+            updated); SGD(lr=0.01, momentum 0.9, wd=5e-4) as resnet.sgd
+The five compute the same function: JAX starts from the PyTorch model's weights, and the first
+steps' losses are printed for each. The optimizers are foreach (capturable on the device, which
+torch.compile of the AdamW update needs). Same thread count everywhere: each variant runs in its
+own process (so no variant's idle thread pool competes with the running one), pinned to --threads
+CPUs before torch or JAX starts (XLA sizes its pool from them), with --threads threads for PyTorch
+and the host executor. The variants take turns, one timed step each per round, so a load from
+other processes falls on all of them alike; each figure is the median step time after warm-up
+(the warm-up steps include every compile), ending in a sync point (the loss read on the host).
 """
 from __future__ import annotations
 
 import argparse
 import copy
-import math
+import dataclasses
 import os
 import statistics
 import sys
 import time
+from typing import Optional
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(os.path.dirname(ROOT), "examples"))
 
 
 def pin(threads: int) -> None:
@@ -48,34 +61,73 @@ VARIANTS = {
 }
 
 
-def build_model(args):
-    import torch
+@dataclasses.dataclass(frozen=True)
+class Config:
+    model: str           # gpt, llama or resnet18
+    batch: int
+    d: int = 0           # gpt: width
+    ctx: int = 0         # gpt, llama: sequence length
+    layers: int = 4      # gpt
 
-    sys.path.insert(0, os.path.join(ROOT, "examples"))
-    import char_gpt
+    def describe(self) -> str:
+        if self.model == "gpt":
+            return f"GPT {self.layers} layers d={self.d} ctx={self.ctx} batch {self.batch}"
+        if self.model == "llama":
+            return f"Llama dim 128 4 layers GQA 8/2 heads, {self.batch}x{self.ctx} tokens"
+        return f"ResNet-18 width 16, {self.batch} images 32x32, training mode"
+
+
+DEFAULTS = {"gpt": dict(batch=8, d=128, ctx=64), "llama": dict(batch=16, ctx=64), "resnet18": dict(batch=16)}
+ACCEPTANCE = [Config("gpt", batch=8, d=128, ctx=64), Config("gpt", batch=8, d=256, ctx=128),
+              Config("llama", batch=16, ctx=64), Config("resnet18", batch=16)]
+
+
+def build_model(cfg: Config):
+    """(the PyTorch model, 4 batches, loss(model, x, y), optimizer(params, device), its JAX twin)."""
+    import torch
+    import torch.nn.functional as F
 
     torch.manual_seed(0)
-    cfg = char_gpt.GPTConfig(vocab_size=96, block_size=args.ctx, n_layer=args.layers, n_head=4, n_embd=args.d,
-                             dropout=0.0)
-    base = char_gpt.GPT(cfg)
     g = torch.Generator().manual_seed(1)
-    batches = [(torch.randint(0, 96, (args.batch, args.ctx), generator=g),
-                torch.randint(0, 96, (args.batch, args.ctx), generator=g)) for _ in range(4)]
-    return base, cfg, batches
+    if cfg.model == "resnet18":
+        import resnet
+
+        model = resnet.resnet18(16).train()
+        images = resnet.SyntheticImages(32)
+        batches = [images.batch(i, cfg.batch) for i in range(4)]
+
+        def make_opt(params, device):
+            return torch.optim.SGD(params, lr=resnet.DEFAULT_LR["resnet18"], momentum=0.9, weight_decay=5e-4,
+                                   foreach=True)
+        return model, batches, lambda m, x, y: F.cross_entropy(m(x), y), make_opt, "resnet"
+    if cfg.model == "gpt":
+        import char_gpt
+
+        model = char_gpt.GPT(char_gpt.GPTConfig(vocab_size=96, block_size=cfg.ctx, n_layer=cfg.layers, n_head=4,
+                                                n_embd=cfg.d, dropout=0.0))
+    else:
+        import llama
+
+        model = llama.Llama(dataclasses.replace(llama.CONFIGS["llama"], vocab_size=96))
+    batches = [(torch.randint(0, 96, (cfg.batch, cfg.ctx), generator=g),
+                torch.randint(0, 96, (cfg.batch, cfg.ctx), generator=g)) for _ in range(4)]
+
+    def make_opt(params, device):
+        return torch.optim.AdamW(params, lr=3e-3, weight_decay=0.01, foreach=True, capturable=device == "tpu")
+    return model, batches, lambda m, x, y: m(x, y)[1], make_opt, cfg.model
 
 
-def torch_variant(base, batches, device: str, compiled, eager_mode):
+def torch_variant(base, batches, loss_fn, make_opt, device: str, compiled: Optional[str], eager_mode):
     import torch
 
     import torch_tpu
 
     model = copy.deepcopy(base).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01, foreach=True,
-                            capturable=device == "tpu")
+    opt = make_opt(model.parameters(), device)
     data = [(x.to(device), y.to(device)) for x, y in batches]
 
     def fwd_bwd(x, y):
-        loss = model(x, y)[1]
+        loss = loss_fn(model, x, y)
         loss.backward()
         return loss
 
@@ -100,26 +152,46 @@ def torch_variant(base, batches, device: str, compiled, eager_mode):
     return step
 
 
-def worker(key: str, args, conn) -> None:
+def jax_variant(base, batches, kind: str):
+    import _jax_models as jm
+    import jax.numpy as jnp
+
+    if kind == "resnet":
+        import resnet
+
+        opt = jm.SGD(lr=resnet.DEFAULT_LR["resnet18"], momentum=0.9, weight_decay=5e-4)
+        data = [(jnp.asarray(x.permute(0, 2, 3, 1).numpy()), jnp.asarray(y.numpy())) for x, y in batches]  # NHWC
+    else:
+        opt = jm.AdamW(lr=3e-3, weight_decay=0.01)
+        data = [(jnp.asarray(x.numpy()), jnp.asarray(y.numpy())) for x, y in batches]
+    params, buffers, loss_fn = getattr(jm, kind)(base)
+    return jm.train_step(params, buffers, loss_fn, opt, data)
+
+
+def worker(key: str, cfg: Config, threads: int, conn) -> None:
     """One variant in its own process (so no other variant's thread pool competes for its CPUs):
     builds the step, then runs one step per request and answers (seconds, loss)."""
-    pin(args.threads)  # before torch and jax start their thread pools
+    pin(threads)  # before torch and jax start their thread pools
     import torch
 
     import torch_tpu
 
-    torch.set_num_threads(args.threads)
-    torch_tpu._C._set_num_threads(args.threads)
-    base, cfg, batches = build_model(args)
+    torch.set_num_threads(threads)
+    torch_tpu._C._set_num_threads(threads)
+    base, batches, loss_fn, make_opt, kind = build_model(cfg)
     try:
         if key == "jax":
-            step = jax_variant(base, cfg, batches)
+            import jax
+
+            jax.config.update("jax_platforms", "cpu")  # XLA's CPU backend, whatever else is installed
+            step = jax_variant(base, batches, kind)
         elif key == "compiled":
-            step = torch_variant(base, batches, "tpu", "tpu", None)
+            step = torch_variant(base, batches, loss_fn, make_opt, "tpu", "tpu", None)
         elif key == "fused":
-            step = torch_variant(base, batches, "tpu", None, "fused")
+            step = torch_variant(base, batches, loss_fn, make_opt, "tpu", None, "fused")
         else:
-            step = torch_variant(base, batches, "cpu", "inductor" if key == "inductor" else None, None)
+            step = torch_variant(base, batches, loss_fn, make_opt, "cpu", "inductor" if key == "inductor" else None,
+                                 None)
     except ImportError as e:
         conn.send(("skipped", str(e)))
         return
@@ -136,23 +208,8 @@ def worker(key: str, args, conn) -> None:
         conn.send("")
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
-    p.add_argument("--d", type=int, default=128, help="model width")
-    p.add_argument("--ctx", type=int, default=64, help="sequence length")
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--steps", type=int, default=10, help="timed steps per variant")
-    p.add_argument("--skip", default="", help="comma-separated variants to leave out: " + ",".join(VARIANTS))
-    args = p.parse_args()
-    skip = {s for s in args.skip.split(",") if s}
-    if skip - set(VARIANTS):
-        p.error(f"--skip: unknown variants {sorted(skip - set(VARIANTS))}")
-    if args.threads > len(os.sched_getaffinity(0)):
-        p.error(f"--threads {args.threads}: only {len(os.sched_getaffinity(0))} CPUs are available")
-
+def run(cfg: Config, args, skip) -> dict:
+    """Times cfg's five variants taking turns; prints its table and returns {variant: (median s, losses)}."""
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
@@ -161,7 +218,7 @@ def main() -> None:
         if key in skip:
             continue
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=worker, args=(key, args, child), daemon=True)
+        proc = ctx.Process(target=worker, args=(key, cfg, args.threads, child), daemon=True)
         proc.start()
         procs.append(proc)
         status, why = parent.recv()  # one build at a time
@@ -190,9 +247,8 @@ def main() -> None:
 
     import torch
 
-    print(f"GPT {args.layers} layers d={args.d} ctx={args.ctx} batch {args.batch}: one training step "
-          f"(forward, backward, AdamW); torch {torch.__version__}; each variant in its own process pinned to "
-          f"{args.threads} CPU(s) with {args.threads} thread(s); median of {args.steps} timed steps after "
+    print(f"{cfg.describe()}: one training step; torch {torch.__version__}; each variant in its own process "
+          f"pinned to {args.threads} CPU(s) with {args.threads} thread(s); median of {args.steps} timed steps after "
           f"{args.warmup} warm-up steps (the tpu figures are host-executor measurements on this CPU)\n")
     ref = statistics.median(samples["compiled"]) if "compiled" in samples else None
     header = f"{'variant':<20} {'ms/step':>9} {'min ms':>8} {'vs tpu compiled':>16} {'warm-up s':>10}   losses (steps 1-3)"
@@ -205,74 +261,63 @@ def main() -> None:
     print("\nvs tpu compiled = that variant's time / tpu compiled time (above 1: tpu compiled is faster)")
     if notes.get("compiled"):
         print("tpu compile: " + notes["compiled"])
+    print(flush=True)
+    return {k: (statistics.median(ts), losses[k]) for k, ts in samples.items()}
 
 
-def jax_variant(base, cfg, batches):
-    """The GPT and AdamW in JAX, starting from `base`'s weights; the whole step is one jax.jit."""
-    import jax
-    import jax.numpy as jnp
+def summary(results: dict, threads: int) -> None:
+    """One row per model: each variant's median ms/step (its ratio to tpu compiled), and the
+    largest relative difference of any variant's first three losses from CPU eager's."""
+    keys = [k for k in VARIANTS if any(k in r for r in results.values())]
+    head = f"{'model':<52}" + "".join(f"{VARIANTS[k]:>22}" for k in keys) + f"{'max loss diff':>15}"
+    print(f"Summary, {threads} thread(s): ms/step (that time / tpu compiled's)\n{head}\n" + "-" * len(head))
+    for cfg, r in results.items():
+        ref = r.get("compiled", (None,))[0]
+        cells = []
+        for k in keys:
+            if k not in r:
+                cells.append(f"{'-':>22}")
+                continue
+            ratio = f" ({r[k][0] / ref:.2f}x)" if ref else ""
+            cells.append(f"{r[k][0] * 1e3:>13.1f}{ratio:>9}")
+        base = r.get("cpu", next(iter(r.values())))[1][:3]
+        diff = max(abs(a - b) / abs(b) for v in r.values() for a, b in zip(v[1][:3], base))
+        print(f"{cfg.describe():<52}" + "".join(cells) + f"{diff:>15.1e}")
 
-    jax.config.update("jax_platforms", "cpu")
-    sd = {k: jnp.asarray(v.detach().numpy()) for k, v in base.state_dict().items()}
-    params = {k: v for k, v in sd.items() if not k.endswith(".mask")}
-    H = cfg.n_head
 
-    def linear(x, p, name, bias=True):
-        y = x @ p[name + ".weight"].T
-        return y + p[name + ".bias"] if bias else y
-
-    def layer_norm(x, p, name):
-        mu = x.mean(-1, keepdims=True)
-        var = ((x - mu) ** 2).mean(-1, keepdims=True)
-        return (x - mu) / jnp.sqrt(var + 1e-5) * p[name + ".weight"] + p[name + ".bias"]
-
-    def loss_fn(p, idx, targets):
-        B, T = idx.shape
-        C = cfg.n_embd
-        x = p["tok_emb.weight"][idx] + p["pos_emb.weight"][jnp.arange(T)]
-        causal = jnp.tril(jnp.ones((T, T), dtype=bool))
-        for layer in range(cfg.n_layer):
-            b = f"blocks.{layer}."
-            h = layer_norm(x, p, b + "ln1")
-            q, k, v = jnp.split(linear(h, p, b + "attn.qkv"), 3, axis=2)
-            q, k, v = (t.reshape(B, T, H, C // H).transpose(0, 2, 1, 3) for t in (q, k, v))
-            att = (q @ k.transpose(0, 1, 3, 2)) * (1.0 / math.sqrt(C // H))
-            att = jax.nn.softmax(jnp.where(causal, att, -jnp.inf), axis=-1)
-            y = (att @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
-            x = x + linear(y, p, b + "attn.proj")
-            h = layer_norm(x, p, b + "ln2")
-            h = jax.nn.gelu(linear(h, p, b + "mlp.0"), approximate=False)
-            x = x + linear(h, p, b + "mlp.2")
-        logits = linear(layer_norm(x, p, "ln_f"), p, "head", bias=False)
-        logp = jax.nn.log_softmax(logits.reshape(-1, logits.shape[-1]), axis=-1)
-        return -jnp.take_along_axis(logp, targets.reshape(-1, 1), axis=1).mean()
-
-    lr, b1, b2, eps, wd = 3e-3, 0.9, 0.999, 1e-8, 0.01
-
-    @jax.jit
-    def train_step(p, m, v, t, idx, targets):
-        loss, grads = jax.value_and_grad(loss_fn)(p, idx, targets)
-        t = t + 1
-        bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
-        m = jax.tree_util.tree_map(lambda m_, g_: b1 * m_ + (1 - b1) * g_, m, grads)
-        v = jax.tree_util.tree_map(lambda v_, g_: b2 * v_ + (1 - b2) * g_ * g_, v, grads)
-        p = jax.tree_util.tree_map(
-            lambda p_, m_, v_: p_ * (1 - lr * wd) - (lr / bc1) * m_ / (jnp.sqrt(v_) / jnp.sqrt(bc2) + eps), p, m, v)
-        return p, m, v, t, loss
-
-    state = [params, jax.tree_util.tree_map(jnp.zeros_like, params), jax.tree_util.tree_map(jnp.zeros_like, params),
-             jnp.zeros((), jnp.float32)]
-    data = [(jnp.asarray(x.numpy()), jnp.asarray(y.numpy())) for x, y in batches]
-    i = 0
-
-    def step() -> float:
-        nonlocal i, state
-        x, y = data[i % len(data)]
-        i += 1
-        *state, loss = train_step(*state, x, y)
-        return float(loss)  # waits for the step, as loss.item() does
-
-    return step
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="gpt", choices=sorted(DEFAULTS))
+    p.add_argument("--all", action="store_true", help="the acceptance set (GPT d=128 and d=256, Llama, ResNet-18) "
+                   "one model after another, then a summary table")
+    p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    p.add_argument("--d", type=int, default=None, help="gpt: model width (default 128)")
+    p.add_argument("--ctx", type=int, default=None, help="gpt, llama: sequence length (default 64)")
+    p.add_argument("--batch", type=int, default=None, help="default 8 (gpt), 16 (llama, resnet18)")
+    p.add_argument("--layers", type=int, default=4, help="gpt: layers")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--steps", type=int, default=10, help="timed steps per variant")
+    p.add_argument("--skip", default="", help="comma-separated variants to leave out: " + ",".join(VARIANTS))
+    args = p.parse_args()
+    skip = {s for s in args.skip.split(",") if s}
+    if skip - set(VARIANTS):
+        p.error(f"--skip: unknown variants {sorted(skip - set(VARIANTS))}")
+    if args.threads > len(os.sched_getaffinity(0)):
+        p.error(f"--threads {args.threads}: only {len(os.sched_getaffinity(0))} CPUs are available")
+    if args.all:
+        if args.d is not None or args.ctx is not None or args.batch is not None:
+            p.error("--all runs fixed configurations: leave out --d, --ctx and --batch")
+        configs = ACCEPTANCE
+    else:
+        if args.model != "gpt" and args.d is not None:
+            p.error("--d applies to --model gpt")
+        if args.model == "resnet18" and args.ctx is not None:
+            p.error("--ctx does not apply to --model resnet18")
+        given = {k: getattr(args, k) for k in ("d", "ctx", "batch") if getattr(args, k) is not None}
+        configs = [Config(args.model, layers=args.layers, **{**DEFAULTS[args.model], **given})]
+    results = {cfg: run(cfg, args, skip) for cfg in configs}
+    if len(results) > 1:
+        summary(results, args.threads)
 
 
 if __name__ == "__main__":
