@@ -163,3 +163,23 @@ def test_conv_errors_match_cpu():
     assert cpu == dev
     cpu, dev = _errors(lambda x, w: F.conv_transpose2d(x, w, padding=2), torch.randn(1, 4, 1, 3), torch.randn(4, 2, 2, 2))
     assert cpu == dev  # an empty transposed output
+
+
+def test_convolution_of_holed_views_and_complex_tensors():
+    # ATen's complex convolution runs real convolutions on the real and imaginary parts of the
+    # complex storage: float32 views with a hole after every element, which oneDNN failed on
+    # (an internal error, heap corruption in a longer run) before they were copied to a plain
+    # layout. Same arithmetic as the CPU's: the CPU's tolerance for float32.
+    torch.manual_seed(0)
+    kw = dict(stride=2, padding=1, output_padding=1, dilation=(2, 3))
+    x = torch.randn(1, 2, 4, 5, dtype=torch.complex64)
+    w = torch.randn(2, 3, 4, 3, dtype=torch.complex64)
+    b = torch.randn(3, dtype=torch.complex64)
+    ref = torch.nn.functional.conv_transpose2d(x, w, b, **kw)
+    out = torch.nn.functional.conv_transpose2d(x.to("tpu"), w.to("tpu"), b.to("tpu"), **kw)
+    torch.testing.assert_close(out.cpu(), ref)
+    xd, wd = x.to("tpu"), w.to("tpu")
+    real = torch.nn.functional.conv_transpose2d(xd.real, wd.imag, **kw)  # holed float32 views
+    torch.testing.assert_close(real.cpu(), torch.nn.functional.conv_transpose2d(x.real, w.imag, **kw))
+    fwd = torch.nn.functional.conv2d(xd.imag, wd.real.transpose(0, 1), padding=1)
+    torch.testing.assert_close(fwd.cpu(), torch.nn.functional.conv2d(x.imag, w.real.transpose(0, 1), padding=1))

@@ -236,11 +236,17 @@ dnnl::memory::desc UserDesc(const View& v) {
   return dnnl::memory::desc(dims, DnnlType(v.dtype), strides);
 }
 
-// Views oneDNN can address: positive strides on every dim with more than one element.
+// Views oneDNN can address: positive strides on every dim with more than one element, and no
+// holes (the elements fill the span the strides reach: a permutation of a dense layout). A view
+// with holes -- the real or imaginary part of complex storage, which ATen's complex convolution
+// hands over, a slice with a step -- made oneDNN fail at execution, and is copied instead.
 bool Addressable(const View& v) {
-  for (size_t d = 0; d < v.dims.size(); ++d)
+  int64_t span = 1;
+  for (size_t d = 0; d < v.dims.size(); ++d) {
     if (v.dims[d] > 1 && v.strides[d] <= 0) return false;
-  return DnnlType(v.dtype) != dt::undef;
+    if (v.dims[d] > 1) span += (v.dims[d] - 1) * v.strides[d];
+  }
+  return DnnlType(v.dtype) != dt::undef && span == v.NumElements();
 }
 
 struct Entry {
@@ -437,14 +443,21 @@ Status RunConvolution(const Op& op, const View& lhs, const View& rhs, const View
   View L = CanonicalLhs(s, lhs), R = CanonicalRhs(s, rhs), Y = CanonicalOut(s, out);
   bool dnnl_ok = L.NumElements() > 0 && R.NumElements() > 0 && DnnlType(out.dtype) != dt::undef &&
                  DnnlType(lhs.dtype) != dt::undef && lhs.dtype == rhs.dtype;
-  std::vector<char> ls, rs, wstore;
+  std::vector<char> ls, rs, ys, wstore;
   if (dnnl_ok) {
-    // Broadcast or reversed operand views are copied to a plain layout first.
+    // Broadcast, reversed or holed operand views are copied to a plain layout first; a holed
+    // output is computed into a plain one and copied out.
     if (!Addressable(L)) L = Contiguous(L, L.dtype, ls);
     if (!Addressable(R)) R = Contiguous(R, R.dtype, rs);
+    View target = Y;
+    if (!Addressable(Y)) {
+      ys.resize(static_cast<size_t>(std::max<int64_t>(1, Y.NumElements()) * DTypeSize(Y.dtype)));
+      Y = View{ys.data(), Y.dtype, Y.dims, ContiguousStrides(Y.dims)};
+    }
     Problem p;
     if (PlanProblem(s, L, R, Y, &p, wstore)) {
       Status st = Execute(p);
+      if (st.ok() && Y.data != target.data) st = CopyView(Y, target);
       if (st.code() != Code::kUnimplemented) return st;  // else: the reference loops
     }
   }
