@@ -149,6 +149,12 @@ bool TpuPresent(const std::string& pci_root) {
   return false;
 }
 
+bool PciDevicesListable(const std::string& pci_root) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(pci_root, ec);
+  return !ec && it != std::filesystem::directory_iterator();
+}
+
 std::vector<std::string> SplitPaths(const std::string& list) {
   std::vector<std::string> out;
   size_t pos = 0;
@@ -184,6 +190,14 @@ StatusOr<std::string> ChoosePlugin(const std::string& option, const std::vector<
 StatusOr<std::unique_ptr<Backend>> MakePjrtBackend(const PjrtBackendOptions& options) {
   bool libtpu = IsLibtpu(options.plugin);
   if (libtpu) PrepareLibtpuEnvironment();
+  // libtpu chosen where the PCI devices can be listed and none is a TPU: it is not loaded at all.
+  // It would fail anyway, after seconds (10 s on a loaded 2-core machine) to minutes of scans and
+  // metadata queries; a machine whose PCI devices cannot be listed (a container without /sys)
+  // still gets to try.
+  if (libtpu && PciDevicesListable() && !TpuPresent())
+    return FailedPrecondition("no TPU found on this machine (no PCI device of vendor 0x1ae0 in /sys/bus/pci/devices), "
+                              "so libtpu cannot run: " + options.plugin + " was not loaded; choose another PJRT plugin "
+                              "(TORCH_TPU_PJRT_PLUGIN, e.g. XLA's CPU plugin) or the host backend (TORCH_TPU_BACKEND=host)");
   // Errors of libtpu where there is no TPU say that first: its own message is about devices
   // it did not find under another name.
   auto explain = [&](Status st) {
