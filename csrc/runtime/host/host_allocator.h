@@ -91,7 +91,9 @@ class HostAllocator final : public Allocator {
   // take (or leave pending) a scratch block.
   StatusOr<Block*> TakeBlockLocked(int64_t nbytes, bool scratch);
   bool PendingLocked(const Block* b) const { return b->ready_after > completed(); }
-  uint64_t completed() const { return queue_ ? queue_->completed() : 0; }
+  // Without a queue (before one is attached, or once the device detached it at teardown) no
+  // queued work can still use a block: none is pending, so the destructor unmaps them all.
+  uint64_t completed() const { return queue_ ? queue_->completed() : UINT64_MAX; }
   StatusOr<Block*> MapSegmentLocked(int64_t size, bool small, bool scratch);
   void ReturnBlockLocked(Block* b, uint64_t ready_after = 0);
   // Unmaps the wholly free segments (of one pool, and below a size, when given).
