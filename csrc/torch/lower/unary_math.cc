@@ -32,7 +32,12 @@ int CopySignOf(Expr& e, int magnitude, int x) { return e.Select(e.Lt(x, e.K(0)),
 
 int Asin(Expr& e, int x) { return Atan2(e, x, Cofactor(e, x)); }
 int Acos(Expr& e, int x) { return Atan2(e, Cofactor(e, x), x); }
-int Atan(Expr& e, int x) { return Atan2(e, x, e.K(1)); }
+// Note [atan on XLA's CPU plugin]: atan x = atan2(x, 1), with the 1 passed as a number (a program
+// argument), not a constant: XLA's CPU plugin (lammps-jax-pjrt-cpu 0.11.2) computes
+// atan2(x, constant 1) in float64 wrongly for tensors of more than a few elements (errors up to
+// 19 on a 20x20 input; atan2 against a tensor of ones is right), which the constant invites it
+// to rewrite.
+int Atan(Expr& e, int x) { return Atan2(e, x, e.P(1.0)); }
 // sinh |x| = (t + t / (t + 1)) / 2 with t = expm1 |x|: exact near 0; past ~710 t is inf, and
 // sinh overflows too (exp(|x| - ln 2) there keeps the threshold right).
 int Sinh(Expr& e, int x) {
