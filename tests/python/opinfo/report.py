@@ -262,9 +262,12 @@ def write_markdown(results, dtypes, path, pjrt=None) -> None:
                    f"| {c['unverified']} |")
         out.append(f"| {PJRT_DTYPE} gradients on pjrt | {gp['native']} | {gp['fallback']} | {gp['fails']} "
                    f"| {gp['skipped']} | |")
+        walked = sum(1 for (op, d) in results if d == PJRT_DTYPE and (op, d) in pjrt)
+        host_total = sum(1 for (op, d) in results if d == PJRT_DTYPE)
         out += ["", "The pjrt rows and column: the same walk on the PJRT backend (`TORCH_TPU_BACKEND=pjrt`, "
                 "the XLA CPU plugin), float32: the device's programs compiled and run by XLA, compared "
-                "with PyTorch CPU as above."]
+                f"with PyTorch CPU as above ({walked} of the {host_total} float32 entries walked there"
+                + ("" if walked == host_total else "; the others say 'not walked'") + ")."]
     out += ["", f"OpInfo error inputs (bad arguments CPU rejects): {g['error_inputs']} checked, "
             f"{g['error_inputs'] - g['error_problems']} raise the same exception type and message on the "
             f"device, {g['error_problems']} differ (see the notes)."]
@@ -282,7 +285,7 @@ def write_markdown(results, dtypes, path, pjrt=None) -> None:
         pj_cell, pj_notes = "", []
         if pjrt is not None:
             pr = pjrt.get((op, PJRT_DTYPE))
-            pj_cell = f" {_cell(pr)} |"
+            pj_cell = f" {_cell(pr) if pr or not f32 else 'not walked'} |"
             if pr and pr["status"] == "fails" and (not f32 or f32["status"] != "fails"):
                 pj_notes.append(f"pjrt: {_md(pr['error'])}")  # fails on pjrt only
         out.append(f"| `{op}` | " + " | ".join(_cell(r) for r in rs) + f" | {grad} | {_errors_cell(f32)} |"
