@@ -6,8 +6,9 @@ Measures, in one run and with the same thread count for both:
      vs PyTorch CPU eager (and, with --inductor, torch.compile's Inductor on the CPU).
 All tpu numbers are host-executor measurements (the programs run on this machine's CPU).
 `--pjrt` adds the same figures on the pjrt backend (XLA's CPU plugin unless TORCH_TPU_PJRT_PLUGIN
-names another), measured in a peer process that takes its turn in the same rotation
-(benchmarks/_peer.py).
+names another), measured in a peer process (benchmarks/_peer.py): its tiny-op loops alternate
+with the CPU's and the host's; its MLP rows run after the host's, as each MLP row runs after the
+one before.
 
     python benchmarks/bench_eager.py [--threads 2] [--quick] [--inductor] [--pjrt]
 """
@@ -203,7 +204,7 @@ def main() -> None:
         from _peer import Peer
 
         peer = Peer("pjrt", args.threads)
-        print("pjrt: " + peer.call("bench_models", "device_name") + " — in a peer process, taking turns")
+        print("pjrt: " + peer.call("torch_tpu", "get_device_name") + " — in a peer process")
     print()
 
     print("Per-op time on tiny tensors (16 floats; 4x4 for mm), microseconds per op")
