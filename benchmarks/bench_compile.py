@@ -147,7 +147,12 @@ def torch_variant(base, batches, loss_fn, make_opt, device: str, compiled: Optio
         i += 1
         loss = fwd_bwd(x, y)
         update()
-        return loss.item()  # a sync point: waits for the device's queued work
+        value = loss.item()
+        # loss.item() waits only for the program that computed the loss; the optimizer's update
+        # is queued after it, and the step is not over until that has run too.
+        if device == "tpu":
+            torch.tpu.synchronize()
+        return value
 
     return step
 
