@@ -366,7 +366,11 @@ void WorkerQueue::RecordError(const Item& item, const Status& st, const RunRepor
   rec.status = Status(st.code(), Where(op, *location) + ": " + st.message());
   rec.thread = thread;
   const auto& results = item.launch.results;
-  bool all = report.failed_results.size() != results.size();
+  // Note [A failed op fails all its results]: a program of one op (no origins: strict and debug
+  // mode) fails as a whole, as on a backend that cannot run part of a program, so an output that
+  // does not itself depend on the failed check (nll_loss's total_weight beside its loss) is not
+  // handed on as if the op had succeeded. A window's ops each fail or succeed on their own.
+  bool all = report.failed_results.size() != results.size() || !item.ctx.origins;
   ForEachInPlaceResult(item.launch, [&](Buffer* b) {
     for (size_t i = 0; i < results.size(); ++i)
       if (results[i].buffer() == b && (all || report.failed_results[i])) {

@@ -204,8 +204,15 @@ at::Tensor NllBackward(const char* op, const at::Tensor& grad, const at::Tensor&
   const Dims full = ToDims(self.sizes());
   int64_t cd = ClassDim(self);
   Dims spread = nn::Without(nn::Range(0, full.size()), cd);  // target dims -> grad_input dims
+  // As PyTorch's CPU kernel does, the backward checks the targets itself (a checked gather of
+  // the class ids by target): a bad target fails the gradient whatever became of the forward's
+  // outputs (its total_weight does not depend on the targets' range).
+  Dims idx_dims = ts;
+  idx_dims.push_back(1);
+  int checked = b.Gather(b.Iota(TensorType{DType::kI64, {full[cd]}}, 0), b.Reshape(tgt.safe, idx_dims), {}, {0},
+                         {0}, {1}, /*checked=*/true);
   int classes = b.Iota(TensorType{DType::kI64, full}, cd);
-  int hit = b.Compare(CompareDirection::kEQ, classes, b.BroadcastInDim(tgt.safe, full, spread));
+  int hit = b.Compare(CompareDirection::kEQ, classes, b.BroadcastInDim(checked, full, spread));
   l.Output(b.Select(hit, b.BroadcastInDim(val, full, spread), nn::Fill(b, 0, c, full)), result);
   l.Run();
   return result;
