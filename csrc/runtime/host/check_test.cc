@@ -56,6 +56,31 @@ TEST(CheckTest, FailsWithTheKindsMessageAndSkipsOnlyItsDependents) {
   EXPECT_TRUE(d.Run({2, 0, 3, 0, -4, 0}).ok());  // the gaps of the strided view are not read
 }
 
+TEST(CheckTest, AFusedStepStillComputesWhatDoesNotDependOnTheFailure) {
+  // (x // y) * 2 and x + 1 are one fused region (Note [Open regions]); when the check fails,
+  // only the first is left uncomputed, as when the ops run one at a time.
+  Builder b;
+  int x = b.Param(T(I, {3})), y = b.Param(T(I, {3}));
+  int q = b.Check(b.Binary(OpCode::kDivide, x, y), b.Compare(CompareDirection::kNE, y, b.ScalarLike(0, y)),
+                  CheckKind::kIntegerDivisionByZero);
+  b.Result(b.Binary(OpCode::kMultiply, q, b.ScalarLike(2, q)));
+  b.Result(b.Binary(OpCode::kAdd, x, b.ScalarLike(1, x)));
+  ExecutablePtr exe = CompileBuilder(b);
+  const auto& host = static_cast<const HostExecutable&>(*exe);
+  int fused_steps = 0;
+  for (const Step& st : host.steps) fused_steps += st.kind == StepKind::kFused;
+  ASSERT_EQ(fused_steps, 2);  // the condition's compare, then both results in one region
+  std::vector<int64_t> xs{7, -9, 12}, ys{2, 0, 3}, qs{-1, -1, -1}, ps{-1, -1, -1};
+  Launch launch{exe, Bindings(Bind(xs, I, {3}), Bind(ys, I, {3})), Bindings(Bind(qs, I, {3}), Bind(ps, I, {3}))};
+  HostExecutor ex;
+  RunReport report;
+  Status st = ex.Run(launch, &report);
+  EXPECT_EQ(st.message(), "ZeroDivisionError");
+  EXPECT_EQ(report.failed_results, (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(qs, (std::vector<int64_t>{-1, -1, -1}));
+  EXPECT_EQ(ps, (std::vector<int64_t>{8, -8, 13}));
+}
+
 TEST(CheckTest, AnEmptyConditionHolds) {
   Builder b;
   int x = b.Param(T(F, {0, 2}));

@@ -118,7 +118,17 @@ StepProfile& Profile() {
 }
 
 std::string StepName(const HostExecutable& e, const Step& st, const std::vector<View>& views) {
-  if (st.kind == StepKind::kFused) return "fused region (" + std::to_string(e.regions[st.index].ops.size()) + " ops)";
+  if (st.kind == StepKind::kFused) {
+    // Small regions are named by their ops and shape: they are the ones fusion did not grow.
+    const FusedRegion& r = e.regions[st.index];
+    std::string n = "fused region (" + std::to_string(r.ops.size()) + " ops)";
+    if (r.ops.size() <= 3) {
+      n += ":";
+      for (int o : r.ops) n += std::string(" ") + OpName(e.graph.ops[o].code);
+      n += " " + DimsToString(r.shape);
+    }
+    return n;
+  }
   const Op& op = e.graph.ops[st.index];
   std::string n = OpName(op.code);
   if (st.kind == StepKind::kView) return n + " (view)";
@@ -129,6 +139,31 @@ std::string StepName(const HostExecutable& e, const Step& st, const std::vector<
     }
   }
   return n;
+}
+
+// The part of `r` whose values do not depend on a tainted input; marks the outputs that do as
+// tainted.
+FusedRegion UntaintedPart(const Graph& g, const FusedRegion& r, std::vector<uint8_t>& tainted) {
+  const int np = g.num_params();
+  FusedRegion sub;
+  sub.shape = r.shape;
+  for (int i : r.ops) {
+    bool bad = false;
+    for (int o : g.ops[i].operands) bad |= tainted[o] != 0;
+    if (bad) tainted[np + i] = 1;
+    else sub.ops.push_back(i);
+  }
+  for (int v : r.inputs) {
+    if (tainted[v]) continue;
+    bool read = false;
+    for (int i : sub.ops)
+      for (int o : g.ops[i].operands) read |= o == v;
+    if (read) sub.inputs.push_back(v);
+  }
+  for (int v : r.outputs)
+    if (!tainted[v]) sub.outputs.push_back(v);
+  AssignRegionSlots(g, sub);
+  return sub;
 }
 
 }  // namespace
@@ -256,11 +291,23 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
   const bool profile = Flags().host_profile;
   for (const Step& st : e.steps) {
     if (!failure.ok() && step_inputs_tainted(st)) {
+      if (st.kind == StepKind::kFused) {
+        // A region can hold independent chains (Note [Open regions]): the ops that do not
+        // depend on the failure still run, as they would one at a time.
+        FusedRegion sub = UntaintedPart(g, e.regions[st.index], tainted);
+        if (!sub.ops.empty() && !sub.outputs.empty()) {
+          Status sub_status = RunFusedRegion(g, sub, views);
+          if (!sub_status.ok())
+            for (int v : sub.outputs) tainted[v] = 1;
+        }
+        continue;
+      }
       taint_outputs(st);
       continue;
     }
     auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     Status st_status;
+    bool copied_view = false;  // a reshape that had to copy (named apart in the profile)
     switch (st.kind) {
       case StepKind::kFused:
         st_status = RunFusedRegion(g, e.regions[st.index], views);
@@ -273,6 +320,7 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
           DynamicSliceView(op, views, &views[v]);
         } else if (!ViewOf(op, in, &views[v])) {
           // Reshape of a layout that cannot be regrouped: copy contiguously first.
+          copied_view = true;
           View tmp{nullptr, in.dtype, in.dims, ContiguousStrides(in.dims)};
           extra.emplace_back(new char[std::max<int64_t>(1, tmp.NumElements()) * DTypeSize(in.dtype)]);
           tmp.data = extra.back().get();
@@ -287,7 +335,7 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
       }
     }
     if (profile)
-      Profile().Add(StepName(e, st, views), std::chrono::duration_cast<std::chrono::nanoseconds>(
+      Profile().Add(StepName(e, st, views) + (copied_view ? " copied " + DimsToString(views[np + st.index].dims) : ""), std::chrono::duration_cast<std::chrono::nanoseconds>(
                                           std::chrono::steady_clock::now() - t0).count());
     if (!st_status.ok()) {
       if (failure.ok()) {

@@ -52,6 +52,9 @@ class HostExecutable final : public Executable {
   int64_t scratch_bytes = 0;
 };
 
+// Fills `region`'s operand and output slots from its ops, inputs and outputs.
+void AssignRegionSlots(const Graph& g, FusedRegion& region);
+
 // Groups `exe.graph` into steps and plans its scratch memory (planner.cc).
 Status PlanExecutable(HostExecutable& exe);
 

@@ -73,6 +73,26 @@ int64_t PlanScratch(HostExecutable& exe) {
 
 }  // namespace
 
+void AssignRegionSlots(const Graph& g, FusedRegion& region) {
+  const int np = g.num_params();
+  // Slots: inputs first, then one per op (a small map: regions have at most kMaxRegionValues).
+  auto slot_of = [&](int v) {
+    for (size_t k = 0; k < region.inputs.size(); ++k)
+      if (region.inputs[k] == v) return static_cast<int>(k);
+    for (size_t i = 0; i < region.ops.size(); ++i)
+      if (np + region.ops[i] == v) return static_cast<int>(region.inputs.size() + i);
+    return -1;
+  };
+  region.operand_slots.clear();
+  for (int i : region.ops) {
+    SmallVector<int, 4> s;
+    for (int o : g.ops[i].operands) s.push_back(slot_of(o));
+    region.operand_slots.push_back(s);
+  }
+  region.output_slots.clear();
+  for (int v : region.outputs) region.output_slots.push_back(slot_of(v));
+}
+
 Status PlanExecutable(HostExecutable& exe) {
   const Graph& g = exe.graph;
   int np = g.num_params();
@@ -82,62 +102,106 @@ Status PlanExecutable(HostExecutable& exe) {
   exe.slots.assign(nv, ValueSlot{});
   std::vector<int> region_of(nv, -1);
 
-  int open = -1;  // index of the open region
-  int open_values = 0;  // register slots the open region needs (its ops + distinct outside inputs)
-  std::vector<int> counted;  // outside inputs already counted for the open region
-  auto close = [&] {
-    if (open >= 0) exe.steps.push_back(Step{StepKind::kFused, open});
-    open = -1;
-    open_values = 0;
-    counted.clear();
+  // Note [Open regions]: an elementwise op joins the open region of its shape, and several
+  // regions (one per shape) stay open at once. A region runs (its step is emitted) when a step
+  // reads one of its values, when it is full, when it has gained nothing for a while, or at the
+  // end. Kernels and views that do not read an open region are emitted before it. This is valid
+  // because an open region only reads values of steps already emitted: an op whose operand lies
+  // in another open region closes that region first. So the interleaved chains of a _foreach_
+  // optimizer step (mul of every parameter, then add of every parameter, ...) become one region
+  // per parameter shape instead of one region per op, and an elementwise chain split by an
+  // unrelated matmul stays one pass.
+  struct Open {
+    int index;       // into exe.regions
+    int values = 0;  // register slots it needs (its ops + distinct outside inputs)
+    int last_step;   // exe.steps.size() when it last gained an op
+    std::vector<int> counted;  // outside inputs already counted
+  };
+  // A region idle for this many emitted steps is closed: keeping it open longer only stretches
+  // its inputs' lifetimes (scratch) for no fusion.
+  constexpr int kIdleSteps = 64;
+  constexpr size_t kMaxOpen = 16;
+  std::vector<Open> open;
+  auto close_at = [&](size_t k) {
+    exe.steps.push_back(Step{StepKind::kFused, open[k].index});
+    open.erase(open.begin() + static_cast<std::ptrdiff_t>(k));
+  };
+  // Closes the open regions that `op` reads, except `keep`.
+  auto close_read = [&](const Op& op, int keep) {
+    for (size_t k = 0; k < open.size();) {
+      bool reads = false;
+      for (int o : op.operands) reads |= region_of[o] == open[k].index;
+      if (reads && open[k].index != keep) close_at(k);
+      else ++k;
+    }
+  };
+  auto close_idle = [&] {
+    const int now = static_cast<int>(exe.steps.size());
+    for (size_t k = 0; k < open.size();) {
+      if (now - open[k].last_step > kIdleSteps) close_at(k);
+      else ++k;
+    }
   };
   for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
     const Op& op = g.ops[i];
     int v = np + i;
     OpKind kind = GetOpKind(op.code);
     if (IsElementwise(op.code)) {
-      if (open >= 0 && exe.regions[open].shape != op.type.dims) close();
+      int k = -1;
+      for (size_t j = 0; j < open.size(); ++j)
+        if (exe.regions[open[j].index].shape == op.type.dims) k = static_cast<int>(j);
       // The executor holds a region's values in kMaxRegionValues register slots: a long chain
       // (e.g. a _foreach_ op over many same-shaped tensors) is split into several regions.
-      if (open >= 0) {
+      auto extra_for = [&](const Open& r) {
         int extra = 1;
         for (int o : op.operands)
-          if (region_of[o] != open && std::find(counted.begin(), counted.end(), o) == counted.end()) ++extra;
-        if (open_values + extra > kMaxRegionValues) close();
+          if (region_of[o] != r.index && std::find(r.counted.begin(), r.counted.end(), o) == r.counted.end()) ++extra;
+        return extra;
+      };
+      if (k >= 0 && open[k].values + extra_for(open[k]) > kMaxRegionValues) {
+        close_at(static_cast<size_t>(k));
+        k = -1;
       }
-      if (open < 0) {
+      close_read(op, k >= 0 ? open[k].index : -1);
+      if (k >= 0) {  // closing others may have moved it
+        int index = -1;
+        for (size_t j = 0; j < open.size(); ++j)
+          if (exe.regions[open[j].index].shape == op.type.dims) index = static_cast<int>(j);
+        k = index;
+      }
+      if (k < 0) {
+        if (open.size() >= kMaxOpen) close_at(0);
         exe.regions.emplace_back();
         exe.regions.back().shape = op.type.dims;
-        open = static_cast<int>(exe.regions.size()) - 1;
+        open.push_back(Open{static_cast<int>(exe.regions.size()) - 1, 0, 0, {}});
+        k = static_cast<int>(open.size()) - 1;
       }
-      exe.regions[open].ops.push_back(i);
-      region_of[v] = open;
-      ++open_values;
+      Open& r = open[k];
+      exe.regions[r.index].ops.push_back(i);
+      r.values += extra_for(r);
       for (int o : op.operands)
-        if (region_of[o] != open && std::find(counted.begin(), counted.end(), o) == counted.end()) {
-          counted.push_back(o);
-          ++open_values;
-        }
+        if (region_of[o] != r.index && std::find(r.counted.begin(), r.counted.end(), o) == r.counted.end())
+          r.counted.push_back(o);
+      region_of[v] = r.index;
+      r.last_step = static_cast<int>(exe.steps.size());
       continue;
     }
     if (op.operands.empty()) {
-      // Constants and iotas read nothing, so they can run before the open region without
-      // ending it (a constant in the middle of a chain must not split the fused pass).
+      // Constants and iotas read nothing, so they can run before the open regions without
+      // ending them (a constant in the middle of a chain must not split the fused pass).
       exe.steps.push_back(Step{StepKind::kKernel, i});
       continue;
     }
+    close_read(op, -1);
     if (kind == OpKind::Structural) {
-      bool reads_open = false;
-      for (int o : op.operands) reads_open |= open >= 0 && region_of[o] == open;
-      if (reads_open) close();
       exe.steps.push_back(Step{StepKind::kView, i});
       exe.slots[v].kind = SlotKind::kView;
-      continue;
+    } else {
+      exe.steps.push_back(Step{StepKind::kKernel, i});
     }
-    close();
-    exe.steps.push_back(Step{StepKind::kKernel, i});
+    close_idle();
   }
-  close();
+  while (!open.empty()) close_at(0);
 
   // Region inputs/outputs from the use lists.
   std::vector<bool> used_outside(nv, false);
@@ -161,20 +225,7 @@ Status PlanExecutable(HostExecutable& exe) {
   }
 
   // Register slots of each region and the step that produces each value.
-  for (auto& region : exe.regions) {
-    std::vector<int> slot_of(nv, -1);
-    int nin = static_cast<int>(region.inputs.size());
-    for (int k = 0; k < nin; ++k) slot_of[region.inputs[k]] = k;
-    for (size_t i = 0; i < region.ops.size(); ++i) slot_of[np + region.ops[i]] = nin + static_cast<int>(i);
-    region.operand_slots.clear();
-    for (int i : region.ops) {
-      SmallVector<int, 4> s;
-      for (int o : g.ops[i].operands) s.push_back(slot_of[o]);
-      region.operand_slots.push_back(s);
-    }
-    region.output_slots.clear();
-    for (int v : region.outputs) region.output_slots.push_back(slot_of[v]);
-  }
+  for (auto& region : exe.regions) AssignRegionSlots(g, region);
   exe.producer_step.assign(nv, -1);
   for (size_t s = 0; s < exe.steps.size(); ++s) {
     const Step& st = exe.steps[s];

@@ -150,6 +150,71 @@ TEST(FusionTest, LongChainsSplitAtTheRegisterBudget) {
     EXPECT_LE(static_cast<int>(r.ops.size() + r.inputs.size()), kMaxRegionValues);
 }
 
+TEST(FusionTest, InterleavedChainsOfTwoShapesAreOneRegionEach) {
+  // A _foreach_ step records op by op across the parameters: a = x * 2 and c = y * 2, then
+  // a + x and c + y. Each shape's chain is one region (Note [Open regions]).
+  Builder b;
+  int x = b.Param(T(DType::kF32, {4}));
+  int y = b.Param(T(DType::kF32, {2, 3}));
+  int a = b.Binary(OpCode::kMultiply, x, x);
+  int c = b.Binary(OpCode::kMultiply, y, y);
+  b.Result(b.Binary(OpCode::kAdd, a, x));
+  b.Result(b.Binary(OpCode::kAdd, c, y));
+  auto exe = CompileOk(b);
+  ASSERT_NE(exe, nullptr);
+  ASSERT_EQ(exe->regions.size(), 2u);
+  EXPECT_EQ(exe->regions[0].ops.size(), 2u);
+  EXPECT_EQ(exe->regions[1].ops.size(), 2u);
+}
+
+TEST(FusionTest, AKernelThatDoesNotReadARegionLeavesItOpen) {
+  // e = exp(x); d = dot(w, w); f = e * x: the dot reads nothing of the region, so it runs first
+  // and exp and multiply stay one pass.
+  Builder b;
+  int x = b.Param(T(DType::kF32, {2, 2}));
+  int w = b.Param(T(DType::kF32, {2, 2}));
+  int e = b.Unary(OpCode::kExp, x);
+  int d = b.DotGeneral(w, w, {}, {}, {1}, {0}, DType::kF32);
+  b.Result(b.Binary(OpCode::kMultiply, e, x));
+  b.Result(d);
+  auto exe = CompileOk(b);
+  ASSERT_NE(exe, nullptr);
+  ASSERT_EQ(exe->regions.size(), 1u);
+  EXPECT_EQ(exe->regions[0].ops.size(), 2u);
+  ASSERT_EQ(exe->steps.size(), 2u);
+  EXPECT_EQ(exe->steps[0].kind, StepKind::kKernel);
+  EXPECT_EQ(exe->steps[1].kind, StepKind::kFused);
+}
+
+TEST(FusionTest, AnOpReadingAnotherOpenRegionClosesItFirst) {
+  // r = sum(exp(x)) over dim 1 is a kernel reading region A; then neg(r) (shape [2]) and
+  // exp(x) * 2 (shape [2, 2]) in two regions, the first read through a broadcast by the second.
+  Builder b;
+  int x = b.Param(T(DType::kF32, {2, 2}));
+  int e = b.Unary(OpCode::kExp, x);                             // region 0
+  int r = b.Reduce(e, b.Constant(0, DType::kF32), {1}, ReduceKind::kAdd);
+  int n = b.Unary(OpCode::kNegate, r);                          // region 1, shape [2]
+  int m = b.Binary(OpCode::kMultiply, e, e);                    // region 2, shape [2, 2]
+  int bn = b.BroadcastInDim(n, {2, 2}, {0});                    // view: closes region 1
+  b.Result(b.Binary(OpCode::kAdd, m, bn));                      // region 2
+  auto exe = CompileOk(b);
+  ASSERT_NE(exe, nullptr);
+  ASSERT_EQ(exe->regions.size(), 3u);
+  // Every step reads only what earlier steps wrote.
+  std::vector<int> written(exe->graph.num_values(), 0);
+  for (int p = 0; p < exe->graph.num_params(); ++p) written[p] = 1;
+  const int np = exe->graph.num_params();
+  for (const Step& st : exe->steps) {
+    if (st.kind == StepKind::kFused) {
+      for (int v : exe->regions[st.index].inputs) EXPECT_TRUE(written[v]) << v;
+      for (int i : exe->regions[st.index].ops) written[np + i] = 1;
+    } else {
+      for (int o : exe->graph.ops[st.index].operands) EXPECT_TRUE(written[o]) << o;
+      written[np + st.index] = 1;
+    }
+  }
+}
+
 TEST(FusionTest, DeadCodeIsRemovedBeforePlanning) {
   Builder b;
   int x = b.Param(T(DType::kF32, {5}));
