@@ -82,6 +82,15 @@ int Lowering::Input(const at::Tensor& t) {
   int dev = t.device().index() < 0 ? 0 : t.device().index();
   if (device_ < 0) device_ = dev;
   if (device_ != dev) ThrowWrongDevice(op_, t, "tpu:" + std::to_string(device_), "an input");
+  // Note [Complex tensors]: lowerings that handle complex bind its float view (ComplexInput);
+  // any other meets a complex tensor here and refuses it by name, rather than building a
+  // program of the wrong shape.
+  TORCH_CHECK_NOT_IMPLEMENTED(!t.is_complex(), op_, ": ",
+                              t.scalar_type() == at::kComplexFloat ? "complex64"
+                              : t.scalar_type() == at::kComplexDouble ? "complex128" : "complex32",
+                              " inputs are not supported by this op on the tpu device (complex support: "
+                              "elementwise arithmetic, sum/mean, copies and views, polar; the FFTs run on the CPU "
+                              "fallback). Use .real/.imag/view_as_real, or run this op on the CPU");
   Binding binding = BindingOf(t);
   TensorType type = binding.type();
   return AddParam(type, std::move(binding));
