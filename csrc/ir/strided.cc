@@ -103,9 +103,12 @@ Dims SelectedDims(const Dims& sizes, const Nesting& n) {
 bool StridesNest(const Dims& sizes, const Dims& strides) { return Analyze(sizes, strides).nests; }
 
 int ReadStrided(Builder& b, int flat, const Dims& sizes, const Dims& strides, ViewOffset offset) {
-  Nesting n = Analyze(sizes, strides);
   int64_t numel = 1;
   for (int64_t s : sizes) numel *= s;
+  // A view of no elements reads nothing (its storage may hold fewer elements than its strides
+  // and offset reach).
+  if (numel == 0) return b.BroadcastInDim(b.Constant(0, b.TypeOf(flat).dtype), sizes, {});
+  Nesting n = Analyze(sizes, strides);
   if (!n.nests) {
     int idx = b.Reshape(Positions(b, sizes, strides, offset), {numel, 1});
     int g = b.Gather(flat, idx, {}, {0}, {0}, {1}, /*checked=*/false);
@@ -133,6 +136,8 @@ int ReadStrided(Builder& b, int flat, const Dims& sizes, const Dims& strides, Vi
 }
 
 int UpdateStrided(Builder& b, int flat, const Dims& sizes_in, const Dims& strides, ViewOffset offset, int update) {
+  for (int64_t s : sizes_in)
+    if (s == 0) return flat;  // writes no element
   // A dim of stride 0 writes each memory location several times (fill_ on an expanded view):
   // the last write wins, as in PyTorch's row-major order, so only the last index is kept.
   Dims sizes = sizes_in;

@@ -228,3 +228,18 @@ def test_composite_factories_are_native(mode, no_fallback):
                lambda d: torch.ones(2, 2, dtype=torch.bfloat16, device=d), lambda d: torch.scalar_tensor(4, device=d),
                lambda d: torch.full((2,), True, device=d), lambda d: torch.arange(6, device=d).view(2, 3).to(torch.float64)]:
         torch.testing.assert_close(fn("tpu").cpu(), fn("cpu"))
+
+
+def test_empty_views_whose_strides_reach_past_their_storage(mode, no_fallback):
+    """A view of no elements may have an offset and strides that reach past its (empty) storage,
+    as OpInfo's noncontiguous samples of [0, 3, 3] do (storage 0 bytes, offset 1, strides
+    (18, 6, 2)): reading it reads nothing and writing it writes nothing, on every backend (on
+    pjrt, whose programs read views out of the flat storage, it failed while building the IR)."""
+    base = torch.empty(0, 3, 6)
+    x = torch.as_strided(base, (0, 3, 3), (18, 6, 2), 1)
+    xt = torch.as_strided(base.to("tpu"), (0, 3, 3), (18, 6, 2), 1)
+    got = F.pad(xt, (1, 1, 1, 1, 1, 1), value=1.0)
+    assert torch.equal(got.cpu(), F.pad(x, (1, 1, 1, 1, 1, 1), value=1.0))
+    assert torch.equal((xt + 1).cpu(), x + 1)
+    xt.fill_(2.0)
+    assert xt.shape == (0, 3, 3) and xt.cpu().numel() == 0
