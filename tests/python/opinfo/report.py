@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 
-STALL_SECONDS = 300  # no result line for this long: the worker is stuck
+STALL_SECONDS = 300  # no sample finished for this long: the worker is stuck
 STATUSES = ("native", "fallback", "fails", "skipped")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 DEFAULT_JSONL = os.path.join(ROOT, "build", "opinfo", "results.jsonl")
@@ -49,6 +49,12 @@ def worker(args) -> None:
         got = torch.tpu.get_device_properties(0).backend
         if got != wanted:
             raise SystemExit(f"the walk asked for backend {wanted} and the device runs on {got}")
+    alive = heartbeat_path(args.jsonl)
+
+    def beat() -> None:
+        with open(alive, "a"):
+            os.utime(alive)
+
     ops = walker.op_db() if not args.ops else walker.find_ops(args.ops.split(","))
     dtypes = [d for d in walker.DTYPES if walker.DTYPE_NAMES[d] in args.dtypes.split(",")]
     done = set()
@@ -70,7 +76,7 @@ def worker(args) -> None:
                     continue
                 write({"begin": key[0], "dtype": key[1]})
                 try:
-                    res = walker.check_op(op, dtype)
+                    res = walker.check_op(op, dtype, progress=beat)
                 except Exception as e:  # a harness bug: say so rather than lose the op
                     res = walker.Result(key[0], key[1], status="fails", error=f"harness: {e!r}")
                 write(dataclasses.asdict(res))
@@ -97,6 +103,11 @@ def _read(jsonl):
     return results, pending
 
 
+def heartbeat_path(jsonl: str) -> str:
+    """The file the worker touches after every sample (beside its results file)."""
+    return jsonl + ".alive"
+
+
 def run_walk(args, backend=None) -> dict:
     """The walk's results, (op, dtype) -> record; on the backend the environment selects, or on
     `backend` ("host" or "pjrt")."""
@@ -109,12 +120,17 @@ def run_walk(args, backend=None) -> dict:
     while True:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
         last_size, last_change = -1, time.time()
+        alive = heartbeat_path(args.jsonl)
         while proc.poll() is None:
             time.sleep(2)
             size = os.path.getsize(args.jsonl) if os.path.exists(args.jsonl) else 0
             if size != last_size:
                 last_size, last_change = size, time.time()
-            elif time.time() - last_change > STALL_SECONDS:
+            # Each finished sample touches the heartbeat: an op with 1,440 samples (max_pool2d)
+            # that compiles a program for each on XLA is slow, not stuck.
+            if os.path.exists(alive):
+                last_change = max(last_change, os.path.getmtime(alive))
+            if time.time() - last_change > STALL_SECONDS:
                 proc.kill()
                 proc.wait()
                 break

@@ -356,7 +356,7 @@ def _with_out(op):
     return fn
 
 
-def check_op(op, dtype, max_samples=None, grad=True, with_variants=True, errors_too=None) -> Result:
+def check_op(op, dtype, max_samples=None, grad=True, with_variants=True, errors_too=None, progress=None) -> Result:
     """Compares `op` on CPU and the device for one dtype. with_variants: also the non-contiguous
     and in-place passes; errors_too (default: for float32): also OpInfo's error inputs."""
     name = op_id(op)
@@ -411,6 +411,8 @@ def check_op(op, dtype, max_samples=None, grad=True, with_variants=True, errors_
                     _merge_fallbacks(fallbacks, before, exclude=sample_grad_fallbacks)
                     for k, v in sample_grad_fallbacks.items():
                         grad_fallbacks[k] = grad_fallbacks.get(k, 0) + v
+                if progress is not None:
+                    progress()  # a sample done: the walk is alive, however many samples an op has
                 res.samples += not variant
                 res.unverified_samples += not checked_values and not variant
                 grad_checked += checked
