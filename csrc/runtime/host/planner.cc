@@ -113,9 +113,9 @@ Status PlanExecutable(HostExecutable& exe) {
   // unrelated matmul stays one pass.
   struct Open {
     int index;       // into exe.regions
-    int values = 0;  // register slots it needs (its ops + distinct outside inputs)
     int last_step;   // exe.steps.size() when it last gained an op
-    std::vector<int> counted;  // outside inputs already counted
+    // Its distinct outside inputs: with its ops, the register slots it needs.
+    std::vector<int> counted;
   };
   // A region idle for this many emitted steps is closed: keeping it open longer only stretches
   // its inputs' lifetimes (scratch) for no fusion.
@@ -147,41 +147,40 @@ Status PlanExecutable(HostExecutable& exe) {
     int v = np + i;
     OpKind kind = GetOpKind(op.code);
     if (IsElementwise(op.code)) {
-      int k = -1;
-      for (size_t j = 0; j < open.size(); ++j)
-        if (exe.regions[open[j].index].shape == op.type.dims) k = static_cast<int>(j);
+      auto open_of_shape = [&] {
+        for (size_t j = 0; j < open.size(); ++j)
+          if (exe.regions[open[j].index].shape == op.type.dims) return static_cast<int>(j);
+        return -1;
+      };
+      // The op's outside inputs that region r has not counted yet.
+      auto new_inputs = [&](const Open& r) {
+        SmallVector<int, 4> in;
+        for (int o : op.operands)
+          if (region_of[o] != r.index && std::find(r.counted.begin(), r.counted.end(), o) == r.counted.end() &&
+              std::find(in.begin(), in.end(), o) == in.end())
+            in.push_back(o);
+        return in;
+      };
       // The executor holds a region's values in kMaxRegionValues register slots: a long chain
       // (e.g. a _foreach_ op over many same-shaped tensors) is split into several regions.
-      auto extra_for = [&](const Open& r) {
-        int extra = 1;
-        for (int o : op.operands)
-          if (region_of[o] != r.index && std::find(r.counted.begin(), r.counted.end(), o) == r.counted.end()) ++extra;
-        return extra;
-      };
-      if (k >= 0 && open[k].values + extra_for(open[k]) > kMaxRegionValues) {
+      int k = open_of_shape();
+      if (k >= 0 && static_cast<int>(exe.regions[open[k].index].ops.size() + open[k].counted.size() + 1 +
+                                     new_inputs(open[k]).size()) > kMaxRegionValues) {
         close_at(static_cast<size_t>(k));
         k = -1;
       }
       close_read(op, k >= 0 ? open[k].index : -1);
-      if (k >= 0) {  // closing others may have moved it
-        int index = -1;
-        for (size_t j = 0; j < open.size(); ++j)
-          if (exe.regions[open[j].index].shape == op.type.dims) index = static_cast<int>(j);
-        k = index;
-      }
+      k = open_of_shape();  // closing others may have moved it
       if (k < 0) {
         if (open.size() >= kMaxOpen) close_at(0);
         exe.regions.emplace_back();
         exe.regions.back().shape = op.type.dims;
-        open.push_back(Open{static_cast<int>(exe.regions.size()) - 1, 0, 0, {}});
+        open.push_back(Open{static_cast<int>(exe.regions.size()) - 1, 0, {}});
         k = static_cast<int>(open.size()) - 1;
       }
       Open& r = open[k];
       exe.regions[r.index].ops.push_back(i);
-      r.values += extra_for(r);
-      for (int o : op.operands)
-        if (region_of[o] != r.index && std::find(r.counted.begin(), r.counted.end(), o) == r.counted.end())
-          r.counted.push_back(o);
+      for (int o : new_inputs(r)) r.counted.push_back(o);
       region_of[v] = r.index;
       r.last_step = static_cast<int>(exe.steps.size());
       continue;

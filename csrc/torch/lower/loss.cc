@@ -92,16 +92,18 @@ Target LowerTarget(Lowering& l, const at::Tensor& target, const Dims& ts, int64_
   return {valid, b.Select(valid, t, nn::Fill(b, 0, DType::kI64, ts))};
 }
 
+// table[target] at every target position, of the target's shape `ts`: a checked gather, so a
+// target outside the 1-D table fails the program.
+int ByTarget(Builder& b, int table, const Target& t, const Dims& ts) {
+  Dims idx_dims = ts;
+  idx_dims.push_back(1);
+  return b.Gather(table, b.Reshape(t.safe, idx_dims), {}, {0}, {0}, {1}, /*checked=*/true);
+}
+
 // weight[target] (1 without a weight), 0 where the target is ignored.
 int TargetWeight(Lowering& l, const at::Tensor& weight, const Target& t, const Dims& ts, DType c) {
   Builder& b = l.b();
-  int w = nn::Fill(b, 1, c, ts);
-  if (weight.defined()) {
-    Dims idx_dims = ts;
-    idx_dims.push_back(1);
-    w = b.Gather(l.Input(weight, ToScalarType(c)), b.Reshape(t.safe, idx_dims), {}, {0}, {0}, {1},
-                 /*checked=*/true);
-  }
+  int w = weight.defined() ? ByTarget(b, l.Input(weight, ToScalarType(c)), t, ts) : nn::Fill(b, 1, c, ts);
   return b.Select(t.valid, w, nn::Fill(b, 0, c, ts));
 }
 
@@ -207,10 +209,7 @@ at::Tensor NllBackward(const char* op, const at::Tensor& grad, const at::Tensor&
   // As PyTorch's CPU kernel does, the backward checks the targets itself (a checked gather of
   // the class ids by target): a bad target fails the gradient whatever became of the forward's
   // outputs (its total_weight does not depend on the targets' range).
-  Dims idx_dims = ts;
-  idx_dims.push_back(1);
-  int checked = b.Gather(b.Iota(TensorType{DType::kI64, {full[cd]}}, 0), b.Reshape(tgt.safe, idx_dims), {}, {0},
-                         {0}, {1}, /*checked=*/true);
+  int checked = ByTarget(b, b.Iota(TensorType{DType::kI64, {full[cd]}}, 0), tgt, ts);
   int classes = b.Iota(TensorType{DType::kI64, full}, cd);
   int hit = b.Compare(CompareDirection::kEQ, classes, b.BroadcastInDim(checked, full, spread));
   l.Output(b.Select(hit, b.BroadcastInDim(val, full, spread), nn::Fill(b, 0, c, full)), result);
