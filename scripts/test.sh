@@ -89,11 +89,8 @@ PJRT_PYTEST_FILES=(
   test_indexing.py test_index_ops.py test_sort.py test_foreach.py test_training.py test_fused_optim.py
   opinfo/test_opinfo.py
   test_hf.py test_hf_trainer.py test_llama.py test_resnet.py test_dlrm.py test_ddpm.py test_data.py
-  test_fused.py test_check_op.py
+  test_fused.py test_check_op.py test_error_delivery.py
 )
-# test_error_delivery.py stays out of the pjrt pass: on pjrt, a bad-label step with Adam
-# (test_bad_label_step_leaves_weights_unchanged_strict[adam-queued]) still leaves NaN weights in
-# about 1 of 6 runs (the host passes every time); see the issue notes.
 PJRT_PYTEST_DESELECT=(
   "tests/python/test_resnet.py::test_steps_from_the_same_state_match_cpu[strict-resnet50-float64]"
 )

@@ -428,17 +428,27 @@ void WorkerQueue::RecordSkip(const Item& item, size_t failed_param, uint64_t ori
   skipped_.emplace_back(item.seq, cause);
   if (skipped_.size() > 1024) skipped_.pop_front();
   // What the task was to update in place still holds its value from before: failed until the
-  // error is reported, then valid again (at once, when it already was reported).
+  // error is reported, then valid again (at once, when it already was reported). One that had no
+  // value before either (a skipped op's new result, now updated in place by the next skipped
+  // op) keeps its failure: the report must not make its stale memory a value.
   std::vector<Buffer*> in_place;
   ForEachInPlaceResult(item.launch, [&](Buffer* b) { in_place.push_back(b); });
+  auto restored_by = [&](ErrorRecord* holder, Buffer* b) {
+    return holder && std::find(holder->restore.begin(), holder->restore.end(), b) != holder->restore.end();
+  };
   for (const Binding& r : item.launch.results) {
     Buffer* b = r.buffer();
     if (!b) continue;
-    bool kept = std::find(in_place.begin(), in_place.end(), b) != in_place.end();
-    if (kept && rec->reported) continue;
-    if (kept && std::find(rec->restore.begin(), rec->restore.end(), b) == rec->restore.end()) {
-      b->Retain();
-      rec->restore.push_back(b);
+    if (std::find(in_place.begin(), in_place.end(), b) != in_place.end()) {
+      ErrorRecord* holder = b->failed() ? FindLocked(b->failed()) : nullptr;
+      bool had_value = !b->failed() || restored_by(holder, b);
+      if (had_value) {
+        if (rec->reported || (holder && holder != rec)) continue;  // valid, or another report restores it
+        if (!holder) {
+          b->Retain();
+          rec->restore.push_back(b);
+        }
+      }
     }
     b->set_failed(cause);
   }

@@ -447,6 +447,29 @@ TEST_F(FailedBufferTest, WorkIssuedBeforeTheReportJoinsTheError) {
   for (Buffer* b : {x, loss, grad, w}) b->Release();
 }
 
+TEST_F(FailedBufferTest, AnInPlaceUpdateOfAValueThatNeverHadOneLeavesItFailed) {
+  // Adam's denominator: sqrt of a failed moment is skipped (no value), then updated in place
+  // (div_, add_: skipped too). The report of the error must not make it valid: it never held a
+  // value, so the parameter update that reads it (issued before the report, run after it) is
+  // skipped and the weights keep their values -- not updated from garbage.
+  Buffer *x = New(1), *loss = New(0), *denom = New(0x7f), *w = New(10);
+  std::atomic<bool> reached{false}, go{false};
+  Run("fail", x, loss, "aten::nll_loss", "t.py:1");
+  Run("copy", loss, denom, "aten::sqrt", "t.py:2");
+  Run("add1", denom, denom, "aten::add_", "t.py:3");  // skipped before the report
+  q.Enqueue([&] { reached = true; while (!go.load()) std::this_thread::yield(); return Status::Ok(); }, TaskContext("hold"));
+  uint64_t update = Run("add1", w, w, "aten::addcdiv_", "t.py:4", denom);
+  while (!reached.load()) std::this_thread::yield();
+  EXPECT_EQ(q.SyncBuffer(loss).code(), Code::kOutOfRange);  // loss.item(), with the update still queued
+  go = true;
+  q.WaitFor(update).IgnoreError();
+  EXPECT_NE(denom->failed(), 0u);
+  EXPECT_EQ(Value(w), 10);
+  EXPECT_EQ(w->failed(), 0u);
+  EXPECT_TRUE(q.Synchronize().ok());
+  for (Buffer* b : {x, loss, denom, w}) b->Release();
+}
+
 TEST_F(FailedBufferTest, WorkIssuedAfterTheReportIsAnErrorOfItsOwn) {
   // Using a value known to have no value after its error was reported: the op does not run,
   // its in-place target keeps its value, and the next sync point that concerns it says why, once.
