@@ -15,6 +15,7 @@
 #include "runtime/host/host_allocator.h"
 #include "runtime/host/kernels.h"
 #include "runtime/host/plan.h"
+#include "runtime/host/row_kernels.h"
 
 namespace tpu::host {
 namespace {
@@ -129,6 +130,10 @@ std::string StepName(const HostExecutable& e, const Step& st, const std::vector<
     }
     return n;
   }
+  if (st.kind == StepKind::kRows) {
+    const RowStep& r = e.rows[st.index];
+    return std::string(RowKindName(r.kind)) + " " + DimsToString(e.graph.TypeOf(r.x).dims);
+  }
   const Op& op = e.graph.ops[st.index];
   std::string n = OpName(op.code);
   if (st.kind == StepKind::kView) return n + " (view)";
@@ -139,6 +144,14 @@ std::string StepName(const HostExecutable& e, const Step& st, const std::vector<
     }
   }
   return n;
+}
+
+Status RunRows(const RowStep& r, const std::vector<View>& views) {
+  switch (r.kind) {
+    case RowKind::kSoftmax: return SoftmaxRows(views[r.x], r.dim, false, views[r.out]);
+    case RowKind::kLogSoftmax: return SoftmaxRows(views[r.x], r.dim, true, views[r.out]);
+  }
+  return Internal("unknown row step");
 }
 
 // The part of `r` whose values do not depend on a tainted input; marks the outputs that do as
@@ -278,6 +291,7 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
         if (tainted[v]) return true;
       return false;
     }
+    if (st.kind == StepKind::kRows) return tainted[e.rows[st.index].x] != 0;
     for (int v : g.ops[st.index].operands)
       if (tainted[v]) return true;
     return false;
@@ -285,6 +299,8 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
   auto taint_outputs = [&](const Step& st) {
     if (st.kind == StepKind::kFused)
       for (int v : e.regions[st.index].outputs) tainted[v] = 1;
+    else if (st.kind == StepKind::kRows)
+      tainted[e.rows[st.index].out] = 1;
     else
       tainted[np + st.index] = 1;
   };
@@ -333,6 +349,9 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
         st_status = RunKernel(g.ops[st.index], views, views[np + st.index]);
         break;
       }
+      case StepKind::kRows:
+        st_status = RunRows(e.rows[st.index], views);
+        break;
     }
     if (profile)
       Profile().Add(StepName(e, st, views) + (copied_view ? " copied " + DimsToString(views[np + st.index].dims) : ""), std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -340,7 +359,9 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
     if (!st_status.ok()) {
       if (failure.ok()) {
         failure = st_status;
-        report->failed_op = st.kind == StepKind::kFused ? e.regions[st.index].ops.front() : st.index;
+        report->failed_op = st.kind == StepKind::kFused  ? e.regions[st.index].ops.front()
+                            : st.kind == StepKind::kRows ? e.rows[st.index].out - np
+                                                         : st.index;
         tainted.assign(nv, 0);
       }
       taint_outputs(st);

@@ -26,10 +26,26 @@ struct FusedRegion {
   std::vector<int> output_slots;                   // per output
 };
 
-enum class StepKind : uint8_t { kFused, kKernel, kView };
+// A chain of ops that one row kernel computes (Note [Row chains], row_match.cc).
+enum class RowKind : uint8_t { kSoftmax, kLogSoftmax };
+struct RowStep {
+  RowKind kind = RowKind::kSoftmax;
+  int x = -1;            // the chain's input value
+  int out = -1;          // the value it computes (its last op's)
+  int dim = 0;           // the row dim of x
+  std::vector<int> ops;  // the chain's op indices: no other step runs them
+  bool operator==(const RowStep& o) const {
+    return kind == o.kind && x == o.x && out == o.out && dim == o.dim && ops == o.ops;
+  }
+};
+const char* RowKindName(RowKind k);
+// The row chains of `g`, in the order of their first op.
+std::vector<RowStep> MatchRowChains(const Graph& g);
+
+enum class StepKind : uint8_t { kFused, kKernel, kView, kRows };
 struct Step {
   StepKind kind;
-  int index;  // region index (kFused) or op index (kKernel, kView)
+  int index;  // region index (kFused), op index (kKernel, kView) or row step index (kRows)
 };
 
 enum class SlotKind : uint8_t { kParam, kTemp, kView, kInRegion };
@@ -46,6 +62,7 @@ class HostExecutable final : public Executable {
 
   Graph graph;  // after passes: what the steps index into
   std::vector<FusedRegion> regions;
+  std::vector<RowStep> rows;
   std::vector<Step> steps;
   std::vector<ValueSlot> slots;    // one per value
   std::vector<int> producer_step;  // per value: the step that writes it (-1 for parameters)

@@ -11,7 +11,7 @@
 namespace tpu::host {
 namespace {
 
-constexpr uint32_t kPlanFormat = 1;
+constexpr uint32_t kPlanFormat = 2;  // 2: row steps
 
 void WriteInts(const std::vector<int>& v, ByteWriter& w) {
   w.U64(v.size());
@@ -48,6 +48,8 @@ std::string SerializePlan(const HostExecutable& e) {
     for (const auto& s : r.operand_slots) WriteInts(std::vector<int>(s.begin(), s.end()), w);
     WriteInts(r.output_slots, w);
   }
+  // Row steps are not stored: reading matches them again (MatchRowChains is deterministic).
+  w.U64(e.rows.size());
   w.U64(e.steps.size());
   for (const Step& s : e.steps) {
     w.U8(static_cast<uint8_t>(s.kind));
@@ -110,6 +112,10 @@ StatusOr<std::shared_ptr<const HostExecutable>> DeserializePlan(const std::strin
       if (op < 0 || !IsElementwise(g.ops[op].code) || g.ops[op].type.dims != reg.shape)
         return InvalidArgument("corrupt plan: a region op that does not belong in it");
   }
+  uint64_t nrows;
+  TPU_RETURN_IF_ERROR(r.U64(&nrows));
+  e->rows = MatchRowChains(g);
+  if (nrows != e->rows.size()) return InvalidArgument("corrupt plan: row steps do not match its program");
   TPU_RETURN_IF_ERROR(r.Count(&n, 9));
   e->steps.resize(n);
   for (Step& s : e->steps) {
@@ -117,9 +123,11 @@ StatusOr<std::shared_ptr<const HostExecutable>> DeserializePlan(const std::strin
     int64_t index;
     TPU_RETURN_IF_ERROR(r.U8(&kind));
     TPU_RETURN_IF_ERROR(r.I64(&index));
-    if (kind > static_cast<uint8_t>(StepKind::kView)) return InvalidArgument("corrupt plan: unknown step");
+    if (kind > static_cast<uint8_t>(StepKind::kRows)) return InvalidArgument("corrupt plan: unknown step");
     s.kind = static_cast<StepKind>(kind);
-    int64_t limit = s.kind == StepKind::kFused ? static_cast<int64_t>(e->regions.size()) : nops;
+    int64_t limit = s.kind == StepKind::kFused  ? static_cast<int64_t>(e->regions.size())
+                    : s.kind == StepKind::kRows ? static_cast<int64_t>(e->rows.size())
+                                                : nops;
     if (index < 0 || index >= limit) return InvalidArgument("corrupt plan: a step out of range");
     s.index = static_cast<int>(index);
   }

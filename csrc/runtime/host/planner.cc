@@ -30,6 +30,8 @@ int64_t PlanScratch(HostExecutable& exe) {
     const Step& st = exe.steps[s];
     if (st.kind == StepKind::kFused) {
       for (int v : exe.regions[st.index].inputs) read(v, s);
+    } else if (st.kind == StepKind::kRows) {
+      read(exe.rows[st.index].x, s);
     } else {
       const Op& op = g.ops[st.index];
       // A view reads nothing itself, except the start indices of a dynamic slice.
@@ -101,6 +103,11 @@ Status PlanExecutable(HostExecutable& exe) {
   exe.steps.clear();
   exe.slots.assign(nv, ValueSlot{});
   std::vector<int> region_of(nv, -1);
+  // Note [Row chains]: each chain becomes one step at its last op; its other ops run nowhere.
+  exe.rows = MatchRowChains(g);
+  std::vector<int> row_of(g.ops.size(), -1);
+  for (size_t r = 0; r < exe.rows.size(); ++r)
+    for (int i : exe.rows[r].ops) row_of[i] = static_cast<int>(r);
 
   // Note [Open regions]: an elementwise op joins the open region of its shape, and several
   // regions (one per shape) stay open at once. A region runs (its step is emitted) when a step
@@ -126,11 +133,11 @@ Status PlanExecutable(HostExecutable& exe) {
     exe.steps.push_back(Step{StepKind::kFused, open[k].index});
     open.erase(open.begin() + static_cast<std::ptrdiff_t>(k));
   };
-  // Closes the open regions that `op` reads, except `keep`.
-  auto close_read = [&](const Op& op, int keep) {
+  // Closes the open regions that `operands` reads, except `keep`.
+  auto close_read = [&](const SmallVector<int, 4>& operands, int keep) {
     for (size_t k = 0; k < open.size();) {
       bool reads = false;
-      for (int o : op.operands) reads |= region_of[o] == open[k].index;
+      for (int o : operands) reads |= region_of[o] == open[k].index;
       if (reads && open[k].index != keep) close_at(k);
       else ++k;
     }
@@ -146,6 +153,17 @@ Status PlanExecutable(HostExecutable& exe) {
     const Op& op = g.ops[i];
     int v = np + i;
     OpKind kind = GetOpKind(op.code);
+    if (row_of[i] >= 0) {
+      const RowStep& row = exe.rows[row_of[i]];
+      if (row.out != v) {
+        exe.slots[v].kind = SlotKind::kInRegion;  // computed inside the row kernel, never stored
+        continue;
+      }
+      close_read(SmallVector<int, 4>{row.x}, -1);
+      exe.steps.push_back(Step{StepKind::kRows, row_of[i]});
+      close_idle();
+      continue;
+    }
     if (IsElementwise(op.code)) {
       auto open_of_shape = [&] {
         for (size_t j = 0; j < open.size(); ++j)
@@ -169,7 +187,7 @@ Status PlanExecutable(HostExecutable& exe) {
         close_at(static_cast<size_t>(k));
         k = -1;
       }
-      close_read(op, k >= 0 ? open[k].index : -1);
+      close_read(op.operands, k >= 0 ? open[k].index : -1);
       k = open_of_shape();  // closing others may have moved it
       if (k < 0) {
         if (open.size() >= kMaxOpen) close_at(0);
@@ -191,7 +209,7 @@ Status PlanExecutable(HostExecutable& exe) {
       exe.steps.push_back(Step{StepKind::kKernel, i});
       continue;
     }
-    close_read(op, -1);
+    close_read(op.operands, -1);
     if (kind == OpKind::Structural) {
       exe.steps.push_back(Step{StepKind::kView, i});
       exe.slots[v].kind = SlotKind::kView;
@@ -230,6 +248,8 @@ Status PlanExecutable(HostExecutable& exe) {
     const Step& st = exe.steps[s];
     if (st.kind == StepKind::kFused)
       for (int v : exe.regions[st.index].outputs) exe.producer_step[v] = static_cast<int>(s);
+    else if (st.kind == StepKind::kRows)
+      exe.producer_step[exe.rows[st.index].out] = static_cast<int>(s);
     else
       exe.producer_step[np + st.index] = static_cast<int>(s);
   }

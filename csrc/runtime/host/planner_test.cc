@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "runtime/host/host_backend.h"
 #include "ir/builder.h"
 
@@ -307,6 +309,108 @@ TEST(FusionTest, APlanSurvivesItsPersistentFormat) {
   }
   EXPECT_GT(refused, 0);
   for (size_t cut = 0; cut < bytes.size(); cut += 11) EXPECT_FALSE(DeserializePlan(bytes.substr(0, cut), g.value(), options).ok());
+}
+
+// The chain softmax.cc emits (Note [Row chains]): x -> max, broadcast, subtract, exp, sum, then
+// divide (softmax) or log, broadcast, subtract (log_softmax). Returns the result value.
+int SoftmaxChain(Builder& b, int x, int dim, bool log, int* shifted = nullptr) {
+  const Dims full = b.TypeOf(x).dims;
+  const DType t = b.TypeOf(x).dtype;
+  Dims kept;
+  for (int d = 0; d < static_cast<int>(full.size()); ++d)
+    if (d != dim) kept.push_back(d);
+  int m = b.Reduce(x, b.Constant(-INFINITY, t), {dim}, ReduceKind::kMax);
+  int s = b.Binary(OpCode::kSubtract, x, b.BroadcastInDim(m, full, kept));
+  if (shifted) *shifted = s;
+  int e = b.Unary(OpCode::kExp, s);
+  int z = b.Reduce(e, b.Constant(0.0, t), {dim}, ReduceKind::kAdd);
+  return log ? b.Binary(OpCode::kSubtract, s, b.BroadcastInDim(b.Unary(OpCode::kLog, z), full, kept))
+             : b.Binary(OpCode::kDivide, e, b.BroadcastInDim(z, full, kept));
+}
+
+TEST(FusionTest, SoftmaxChainsBecomeOneRowStep) {
+  for (bool log : {false, true}) {
+    Builder b;
+    int x = b.Param(T(DType::kF32, {4, 6, 5}));
+    int ex = b.Unary(OpCode::kExp, x);          // an open region the row step reads: closed first
+    int y = SoftmaxChain(b, ex, 1, log);
+    b.Result(b.Unary(OpCode::kNegate, y));
+    auto g = b.Finish();
+    ASSERT_TRUE(g.ok());
+    CompileOptions options;
+    auto compiled = CompileForHost(g.value(), options);
+    ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+    auto exe = compiled.value();
+    ASSERT_EQ(exe->rows.size(), 1u);
+    const RowStep& r = exe->rows[0];
+    EXPECT_EQ(r.kind, log ? RowKind::kLogSoftmax : RowKind::kSoftmax);
+    EXPECT_EQ(r.x, ex);
+    EXPECT_EQ(r.dim, 1);
+    ASSERT_EQ(exe->steps.size(), 3u);
+    EXPECT_EQ(exe->steps[0].kind, StepKind::kFused);
+    EXPECT_EQ(exe->steps[1].kind, StepKind::kRows);
+    EXPECT_EQ(exe->steps[2].kind, StepKind::kFused);
+    EXPECT_EQ(exe->producer_step[r.out], 1);
+    // The chain's intermediates (and its init constants) take no memory and run nowhere.
+    for (int op : r.ops) {
+      if (x + 1 + op != r.out) {
+        EXPECT_EQ(exe->slots[x + 1 + op].kind, SlotKind::kInRegion) << op;
+      }
+    }
+    EXPECT_EQ(exe->slots[r.out].kind, SlotKind::kTemp);
+    // Its persistent form matches the rows again.
+    std::string bytes = SerializePlan(*exe);
+    auto back = DeserializePlan(bytes, g.value(), options);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back.value()->rows, exe->rows);
+  }
+}
+
+TEST(FusionTest, ANarrowSoftmaxReadsAndRoundsInTheRowStep) {
+  // bfloat16 in, float32 compute, bfloat16 out: the converts join the row step (no f32 temps).
+  Builder b;
+  int x = b.Param(T(DType::kBF16, {8, 32}));
+  int y = SoftmaxChain(b, b.Convert(x, DType::kF32), 1, false);
+  int out = b.Convert(y, DType::kBF16);
+  b.Result(out);
+  auto exe = CompileOk(b);
+  ASSERT_NE(exe, nullptr);
+  ASSERT_EQ(exe->rows.size(), 1u);
+  EXPECT_EQ(exe->rows[0].x, x);
+  EXPECT_EQ(exe->rows[0].out, out);
+  ASSERT_EQ(exe->steps.size(), 1u);
+  EXPECT_EQ(exe->steps[0].kind, StepKind::kRows);
+  EXPECT_EQ(exe->scratch_bytes, 8 * 32 * 2);  // only the bf16 result has a slot: no f32 temps
+}
+
+TEST(FusionTest, ARowChainWhoseIntermediateIsUsedElsewhereStaysAChain) {
+  // The shifted values are also a result: the kernel would not produce them, so no row step.
+  Builder b;
+  int x = b.Param(T(DType::kF32, {3, 8}));
+  int s;
+  b.Result(SoftmaxChain(b, x, 1, false, &s));
+  b.Result(s);
+  auto exe = CompileOk(b);
+  ASSERT_NE(exe, nullptr);
+  EXPECT_TRUE(exe->rows.empty());
+  // Integer and float64 rows are not the kernel's either.
+  for (DType t : {DType::kF64}) {
+    Builder b2;
+    b2.Result(SoftmaxChain(b2, b2.Param(T(t, {3, 8})), 1, true));
+    auto exe2 = CompileOk(b2);
+    ASSERT_NE(exe2, nullptr);
+    EXPECT_TRUE(exe2->rows.empty());
+  }
+  // A sum over another dim than the max's is no softmax.
+  Builder b3;
+  int x3 = b3.Param(T(DType::kF32, {4, 4}));
+  int m = b3.Reduce(x3, b3.Constant(-INFINITY, DType::kF32), {1}, ReduceKind::kMax);
+  int e = b3.Unary(OpCode::kExp, b3.Binary(OpCode::kSubtract, x3, b3.BroadcastInDim(m, {4, 4}, {0})));
+  int z = b3.Reduce(e, b3.Constant(0.0, DType::kF32), {0}, ReduceKind::kAdd);
+  b3.Result(b3.Binary(OpCode::kDivide, e, b3.BroadcastInDim(z, {4, 4}, {1})));
+  auto exe3 = CompileOk(b3);
+  ASSERT_NE(exe3, nullptr);
+  EXPECT_TRUE(exe3->rows.empty());
 }
 
 TEST(FusionTest, CompileRejectsInvalidGraphs) {
