@@ -134,15 +134,28 @@ Status RunConstant(const Op& op, const View& out) {
 }
 
 Status RunIota(const Op& op, const View& out) {
-  int64_t n = out.NumElements();
-  int64_t dim = op.attrs.i;
-  int64_t inner = 1;
-  for (size_t d = dim + 1; d < out.dims.size(); ++d) inner *= out.dims[d];
-  int64_t size = out.dims[dim];
+  const int64_t dim = op.attrs.i;
+  const int64_t size = out.dims[dim];
+  // Contiguous: outer x size x inner, each value repeated `inner` times. A compact iota's view
+  // (Note [Compact iota], plan.h: stride 1 along dim, 0 elsewhere) is the one run of `size`.
+  int64_t inner = 1, outer = 1;
+  bool compact = !out.IsContiguous();
+  for (size_t d = 0; d < out.dims.size(); ++d) {
+    if (static_cast<int64_t>(d) > dim) inner *= out.dims[d];
+    if (static_cast<int64_t>(d) < dim) outer *= out.dims[d];
+    if (compact && out.strides[d] != (static_cast<int64_t>(d) == dim ? 1 : 0) && out.dims[d] != 1)
+      return Internal("iota into a strided view");
+  }
+  if (compact) inner = outer = 1;
   char* p = static_cast<char*>(out.data);
-  int elem = DTypeSize(out.dtype);
-  auto fill = [&](auto* q, int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) q[i] = static_cast<std::remove_pointer_t<decltype(q)>>((i / inner) % size);
+  const int elem = DTypeSize(out.dtype);
+  auto fill = [&](auto* q, int64_t b, int64_t e) {  // rows [b, e) of outer x size
+    using T = std::remove_pointer_t<decltype(q)>;
+    for (int64_t r = b; r < e; ++r) {
+      T* row = q + r * inner;
+      const T v = static_cast<T>(r % size);
+      for (int64_t k = 0; k < inner; ++k) row[k] = v;
+    }
   };
   auto body = [&](int64_t b, int64_t e) {
     switch (out.dtype) {  // typed fills for the common types
@@ -150,11 +163,15 @@ Status RunIota(const Op& op, const View& out) {
       case DType::kI32: fill(reinterpret_cast<int32_t*>(p), b, e); break;
       case DType::kF32: fill(reinterpret_cast<float*>(p), b, e); break;
       default:
-        for (int64_t i = b; i < e; ++i) StoreScalar(out.dtype, static_cast<double>((i / inner) % size), p + i * elem);
+        for (int64_t r = b; r < e; ++r)
+          for (int64_t k = 0; k < inner; ++k) StoreScalar(out.dtype, static_cast<double>(r % size), p + (r * inner + k) * elem);
     }
   };
-  if (n >= (int64_t{1} << 16)) ThreadPool::Get().ParallelFor(n, 8192, body);
-  else body(0, n);
+  const int64_t rows = outer * size;
+  if (rows * inner >= (int64_t{1} << 16))
+    ThreadPool::Get().ParallelFor(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, inner)), body);
+  else
+    body(0, rows);
   return Status::Ok();
 }
 

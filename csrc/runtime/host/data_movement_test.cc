@@ -134,6 +134,28 @@ TEST(IotaTest, LargeOutputsAreThreaded) {
   }
 }
 
+TEST(IotaTest, ACompactIotaIsReadAsABroadcast) {
+  // Note [Compact iota]: the temp holds one run; a region (one-hot compare), a kernel (a reduce)
+  // and a reshape that must copy read it as the full tensor.
+  const int64_t A = 300, B = 257;
+  Builder b;
+  int t = b.Param(T(DType::kI64, {A}));
+  int io = b.Iota(T(DType::kI64, {A, B}), 1);
+  int hit = b.Compare(CompareDirection::kEQ, io, b.BroadcastInDim(t, {A, B}, {0}));
+  b.Result(b.Select(hit, b.BroadcastTo(b.Constant(1.0, F), {A, B}), b.BroadcastTo(b.Constant(0.0, F), {A, B})));
+  b.Result(b.Reduce(io, b.Constant(0, DType::kI64), {0}, ReduceKind::kAdd));
+  b.Result(b.Reshape(b.Transpose(io, {1, 0}), {A * B}));
+  std::vector<int64_t> tv(A), sums(B), flat(A * B);
+  for (int64_t i = 0; i < A; ++i) tv[i] = (i * 7) % B;
+  std::vector<float> onehot(A * B);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(tv, DType::kI64, {A})),
+                         Bindings(Bind(onehot, F, {A, B}), Bind(sums, DType::kI64, {B}), Bind(flat, DType::kI64, {A * B}))).ok());
+  for (int64_t i = 0; i < A; ++i)
+    for (int64_t j = 0; j < B; ++j) ASSERT_EQ(onehot[i * B + j], j == tv[i] ? 1.0f : 0.0f) << i << "," << j;
+  for (int64_t j = 0; j < B; ++j) EXPECT_EQ(sums[j], j * A);
+  for (int64_t k = 0; k < A * B; ++k) ASSERT_EQ(flat[k], k / A) << k;
+}
+
 TEST(ConstantTest, ScalarsOfEachDType) {
   Builder b;
   b.Result(b.Constant(-2.5, F));

@@ -131,6 +131,28 @@ bool UnaryF32(int code_int, const float* a, float* out, int64_t n) {
   }
 }
 
+void ShiftExpF32(const float* x, float m, float* s, float* e, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const auto vm = hn::Set(d, m);
+  if (s) {
+    Map1(x, s, n, [&](auto d, auto v) { return hn::Sub(v, vm); });
+    Map1(s, e, n, [](auto d, auto v) { return IeeeExp(d, v); });
+  } else {
+    Map1(x, e, n, [&](auto d, auto v) { return IeeeExp(d, hn::Sub(v, vm)); });
+  }
+}
+
+bool ScalarF32(int code_int, const float* a, float c, float* out, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const auto vc = hn::Set(d, c);
+  switch (static_cast<OpCode>(code_int)) {
+    case OpCode::kSubtract: Map1(a, out, n, [&](auto d, auto v) { return hn::Sub(v, vc); }); return true;
+    case OpCode::kMultiply: Map1(a, out, n, [&](auto d, auto v) { return hn::Mul(v, vc); }); return true;
+    case OpCode::kDivide: Map1(a, out, n, [&](auto d, auto v) { return hn::Div(v, vc); }); return true;
+    default: return false;
+  }
+}
+
 bool BinaryF32(int code_int, const float* a, const float* b, float* out, int64_t n) {
   switch (static_cast<OpCode>(code_int)) {
     case OpCode::kAdd: Map2(a, b, out, n, [](auto d, auto x, auto y) { return hn::Add(x, y); }); return true;
@@ -232,6 +254,8 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace tpu::host {
 HWY_EXPORT(UnaryF32);
+HWY_EXPORT(ShiftExpF32);
+HWY_EXPORT(ScalarF32);
 HWY_EXPORT(BinaryF32);
 HWY_EXPORT(CompareF32);
 HWY_EXPORT(BinaryI64);
@@ -257,6 +281,12 @@ bool UnaryF32Simd(OpCode code, const float* a, float* out, int64_t n) {
 }
 bool BinaryF32Simd(OpCode code, const float* a, const float* b, float* out, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(BinaryF32)(static_cast<int>(code), a, b, out, n);
+}
+void ShiftExpF32Simd(const float* x, float m, float* s, float* e, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(ShiftExpF32)(x, m, s, e, n);
+}
+bool ScalarF32Simd(OpCode code, const float* a, float c, float* out, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(ScalarF32)(static_cast<int>(code), a, c, out, n);
 }
 }  // namespace tpu::host
 #endif

@@ -251,6 +251,8 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
     if (e.slots[v].kind != SlotKind::kTemp) continue;
     const TensorType& t = g.TypeOf(v);
     views[v] = View{scratch + e.slots[v].offset, t.dtype, t.dims, ContiguousStrides(t.dims)};
+    if (IsCompactIota(g, v))  // Note [Compact iota]
+      for (int d = 0; d < t.rank(); ++d) views[v].strides[d] = d == g.Producer(v).attrs.i ? 1 : 0;
   }
   // Write results straight into their bindings where that is safe: the producing step must
   // accept the binding's layout, and the binding must not overlap an input it could clobber.

@@ -69,6 +69,20 @@ class HostExecutable final : public Executable {
   int64_t scratch_bytes = 0;
 };
 
+// Note [Compact iota]: an iota's value along its dimension is the same in every other position,
+// so its temp holds one run of dims[i] values and is read as a broadcast view (stride 0 on the
+// other dims): a one-hot compare (nll_loss backward) reads 2048 indices, not a 2048x2048 i64
+// tensor written first. An iota written straight into a result binding fills it whole.
+inline bool IsCompactIota(const Graph& g, int v) {
+  return v >= g.num_params() && g.Producer(v).code == OpCode::kIota && g.TypeOf(v).rank() > 1;
+}
+// The scratch bytes value v's temp takes.
+inline int64_t TempBytes(const Graph& g, int v) {
+  const TensorType& t = g.TypeOf(v);
+  if (IsCompactIota(g, v)) return t.dims[g.Producer(v).attrs.i] * DTypeSize(t.dtype);
+  return t.ByteSize();
+}
+
 // Fills `region`'s operand and output slots from its ops, inputs and outputs.
 void AssignRegionSlots(const Graph& g, FusedRegion& region);
 

@@ -149,7 +149,7 @@ StatusOr<std::shared_ptr<const HostExecutable>> DeserializePlan(const std::strin
   if (e->scratch_bytes < 0) return InvalidArgument("corrupt plan: negative scratch");
   for (int v = g.num_params(); v < nv; ++v) {
     const ValueSlot& s = e->slots[v];
-    if (s.kind == SlotKind::kTemp && (s.offset < 0 || s.offset + g.TypeOf(v).ByteSize() > e->scratch_bytes))
+    if (s.kind == SlotKind::kTemp && (s.offset < 0 || s.offset + TempBytes(g, v) > e->scratch_bytes))
       return InvalidArgument("corrupt plan: a temp outside the scratch");
     // (values inside a fused region live in its registers: no step writes them to memory)
     if ((s.kind == SlotKind::kTemp || s.kind == SlotKind::kView) && e->producer_step[v] < 0)

@@ -47,7 +47,7 @@ int64_t PlanScratch(HostExecutable& exe) {
   for (int v = np; v < nv; ++v) {
     if (exe.slots[v].kind != SlotKind::kTemp) continue;
     int first = exe.producer_step[v];
-    temps.push_back(Temp{v, first, std::max(last[v], first), (g.TypeOf(v).ByteSize() + 63) & ~int64_t{63}});
+    temps.push_back(Temp{v, first, std::max(last[v], first), (TempBytes(g, v) + 63) & ~int64_t{63}});
   }
   std::sort(temps.begin(), temps.end(), [](const Temp& a, const Temp& b) {
     return a.size != b.size ? a.size > b.size : a.v < b.v;

@@ -413,6 +413,16 @@ TEST(FusionTest, ARowChainWhoseIntermediateIsUsedElsewhereStaysAChain) {
   EXPECT_TRUE(exe3->rows.empty());
 }
 
+TEST(FusionTest, AnIotaTempHoldsOneRun) {
+  // Note [Compact iota]: 1000 i64 values, not 1000x1000.
+  Builder b;
+  int io = b.Iota(T(DType::kI64, {1000, 1000}), 1);
+  b.Result(b.Reduce(io, b.Constant(0, DType::kI64), {0}, ReduceKind::kAdd));
+  auto exe = CompileOk(b);
+  ASSERT_NE(exe, nullptr);
+  EXPECT_LE(exe->scratch_bytes, 2 * 8000 + 128);
+}
+
 TEST(FusionTest, CompileRejectsInvalidGraphs) {
   Graph g;
   g.params = {T(DType::kF32, {2})};

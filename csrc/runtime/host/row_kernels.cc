@@ -165,8 +165,7 @@ void ForRows(int64_t rows, int64_t n, int bufs, F&& fn) {
 // Max and shifted exponentials of a row: s[j] = x[j] - m into s, e = exp(s) into e (may be s).
 float ShiftExp(const float* x, int64_t n, float* s, float* e) {
   float m = MaxF32Row(x, n, -std::numeric_limits<float>::infinity(), true);
-  for (int64_t j = 0; j < n; ++j) s[j] = x[j] - m;
-  UnaryF32Simd(OpCode::kExp, s, e, n);
+  ShiftExpF32Simd(x, m, s == e ? nullptr : s, e, n);
   return m;
 }
 
@@ -184,13 +183,11 @@ Status SoftmaxRows(const View& x, int dim, bool log, const View& y) {
       float* yr = Target(Y, r, buf + n);
       if (!log) {
         ShiftExp(xr, n, yr, yr);
-        float z = Sum(yr, n);
-        for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] / z;
+        ScalarF32Simd(OpCode::kDivide, yr, Sum(yr, n), yr, n);
       } else {
         float* e = buf + 2 * n;
         ShiftExp(xr, n, yr, e);
-        float lz = Log(Sum(e, n));
-        for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] - lz;
+        ScalarF32Simd(OpCode::kSubtract, yr, Log(Sum(e, n)), yr, n);
       }
       Flush(Y, r, yr);
     }
