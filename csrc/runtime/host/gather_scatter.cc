@@ -93,6 +93,41 @@ Status RunGather(const Op& op, const View& operand_in, const View& indices, cons
   int orank = static_cast<int>(operand.dims.size());
   int elem = DTypeSize(operand.dtype);
   Dims ostr = ContiguousStrides(operand.dims);
+  // Point gather (torch.gather's coordinates: every operand dim indexed, one element each, the
+  // batch in result order): each element's offset and copy in one pass, no offset table.
+  bool point = a.a.empty() && out.IsContiguous() && out.NumElements() == nbatch &&
+               static_cast<int>(nvec) == orank && a.b.size() == static_cast<size_t>(orank);
+  for (int d = 0; point && d < orank; ++d) point = a.d[d] == 1 && a.c[d] == d && a.b[d] == d;
+  if (point) {
+    std::atomic<int64_t> first_bad{nbatch};
+    char* dst = static_cast<char*>(out.data);
+    const char* src = static_cast<const char*>(operand.data);
+    ParallelItems(nbatch, elem + 8 * nvec, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t* c = idx + b * nvec;
+        int64_t off = 0;
+        bool bad = false;
+        for (int64_t d = 0; d < nvec; ++d) {
+          int64_t s = c[d];
+          if (s < 0 || s >= operand.dims[d]) {
+            bad = true;
+            s = std::clamp<int64_t>(s, 0, operand.dims[d] - 1);
+          }
+          off += s * ostr[d];
+        }
+        if (bad && checked) {
+          int64_t cur = first_bad.load();
+          while (b < cur && !first_bad.compare_exchange_weak(cur, b)) {
+          }
+        }
+        CopyElem(dst + b * elem, src + off * elem, elem);
+      }
+    });
+    if (int64_t b = first_bad.load(); b < nbatch)
+      for (int64_t d = 0; d < nvec; ++d)
+        if (int64_t s = idx[b * nvec + d]; s < 0 || s >= operand.dims[d]) return IndexError(s, d, operand.dims[d]);
+    return Status::Ok();
+  }
   // Per batch position: the clamped (or checked) start offset in elements; the first bad
   // position (in order) is the one reported.
   Dims start_off(nbatch);
