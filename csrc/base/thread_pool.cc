@@ -22,6 +22,8 @@ std::atomic<int (*)()> g_budget{nullptr};
 
 void ThreadPool::SetBudget(int (*budget)()) { g_budget.store(budget); }
 
+bool ThreadPool::Worth(int64_t elements) { return elements >= Flags().parallel_min_elements; }
+
 int ThreadPool::num_threads() const {
   int n = size();
   if (int (*budget)() = g_budget.load(std::memory_order_relaxed)) n = std::max(1, std::min(n, budget()));

@@ -33,6 +33,10 @@ class ThreadPool {
   // While the pool runs another caller's job (or when called from inside a chunk), fn runs on the
   // calling thread alone: callers never wait for each other.
   void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  // Whether a memory-bound kernel touching `elements` is worth splitting (option
+  // parallel_min_elements): waking the pool and waiting for it costs tens of microseconds on a
+  // busy machine, more than a small kernel takes on one thread.
+  static bool Worth(int64_t elements);
 
  private:
   void Start(int num_threads);

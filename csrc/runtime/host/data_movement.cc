@@ -168,7 +168,7 @@ Status RunIota(const Op& op, const View& out) {
     }
   };
   const int64_t rows = outer * size;
-  if (rows * inner >= (int64_t{1} << 16))
+  if (ThreadPool::Worth(rows * inner))
     ThreadPool::Get().ParallelFor(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, inner)), body);
   else
     body(0, rows);

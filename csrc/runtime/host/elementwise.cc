@@ -505,7 +505,7 @@ void ForEachTile(const Dims& dims, const Ops& ops, F&& fn) {
       fn(off.data(), len);
     }
   };
-  if (total >= (1 << 16)) ThreadPool::Get().ParallelFor(tiles, std::max<int64_t>(1, 8192 / kTile), body);
+  if (ThreadPool::Worth(total)) ThreadPool::Get().ParallelFor(tiles, std::max<int64_t>(1, 8192 / kTile), body);
   else body(0, tiles);
 }
 

@@ -41,7 +41,7 @@ bool Contains(const Dims& v, int64_t x) { return std::find(v.begin(), v.end(), x
 // fn(begin, end) over [0, n) items of `per_item` bytes moved each: threaded when large.
 template <typename F>
 void ParallelItems(int64_t n, int64_t per_item, F&& fn) {
-  if (n * std::max<int64_t>(1, per_item) >= (int64_t{1} << 16))
+  if (ThreadPool::Worth(n * std::max<int64_t>(1, per_item) / 4))  // bytes moved, as float32 elements
     ThreadPool::Get().ParallelFor(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, per_item)), fn);
   else
     fn(0, n);

@@ -169,7 +169,7 @@ void ReduceTyped(ReduceKind k, const View& in, const Axes& kept, const Axes& red
   const int64_t outputs = Count(kept, kept.size()), rsize = Count(red, red.size());
   ThreadPool& pool = ThreadPool::Get();
   const int threads = pool.num_threads();
-  const bool big = outputs * rsize >= (int64_t{1} << 15);
+  const bool big = ThreadPool::Worth(outputs * rsize);
   const bool columns = !kept.empty() && kept.back().stride == 1 && (red.empty() || red.back().stride != 1);
   if (columns) {
     const int64_t inner = kept.back().size, chunks = (inner + kChunk - 1) / kChunk;
@@ -275,7 +275,7 @@ void SumFloat(const View& in, const Axes& kept, const Axes& red, bool leading_f3
   const int64_t nblocks = (rsize + kBlock - 1) / kBlock;
   ThreadPool& pool = ThreadPool::Get();
   const int threads = pool.num_threads();
-  const bool big = outputs * rsize >= (int64_t{1} << 15);
+  const bool big = ThreadPool::Worth(outputs * rsize);
   auto as_float = [](const M* p, int64_t n, float* buf) -> const float* {  // n <= kChunk
     if constexpr (std::is_same_v<M, float>) return p;
     else if constexpr (std::is_same_v<M, uint16_t>) Bf16ToF32(p, buf, n);
@@ -504,7 +504,7 @@ void ArgTyped(bool is_max, const View& in, const Axes& kept, Axis red, int64_t* 
   const M* base = static_cast<const M*>(in.data);
   const int64_t outputs = Count(kept, kept.size()), n = red.size;
   ThreadPool& pool = ThreadPool::Get();
-  const bool big = outputs * n >= (int64_t{1} << 15);
+  const bool big = ThreadPool::Worth(outputs * n);
   if (!kept.empty() && kept.back().stride == 1 && red.stride != 1 && n > 1) {
     // Columns: a block of adjacent outputs per task, one contiguous load per position.
     const int64_t inner = kept.back().size, chunks = (inner + kChunk - 1) / kChunk;

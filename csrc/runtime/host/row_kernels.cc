@@ -156,7 +156,7 @@ void ForRows(int64_t rows, int64_t n, int bufs, F&& fn) {
     std::vector<float> scratch(std::max<int64_t>(1, n) * bufs);
     fn(r0, r1, scratch.data());
   };
-  if (rows * n >= (int64_t{1} << 15))
+  if (ThreadPool::Worth(rows * n))
     ThreadPool::Get().ParallelFor(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, n)), body);
   else
     body(0, rows);
