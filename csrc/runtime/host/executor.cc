@@ -147,9 +147,17 @@ std::string StepName(const HostExecutable& e, const Step& st, const std::vector<
 }
 
 Status RunRows(const RowStep& r, const std::vector<View>& views) {
+  auto opt = [&](int v) { return v >= 0 ? &views[v] : nullptr; };
   switch (r.kind) {
     case RowKind::kSoftmax: return SoftmaxRows(views[r.x], r.dim, false, views[r.out]);
     case RowKind::kLogSoftmax: return SoftmaxRows(views[r.x], r.dim, true, views[r.out]);
+    case RowKind::kLayerNorm: {
+      const View& e = views[r.eps];
+      if (e.dtype != DType::kF32 || e.NumElements() != 1) return Internal("layer norm rows: eps is not one float");
+      float eps;
+      std::memcpy(&eps, e.data, 4);
+      return LayerNormRows(views[r.x], r.dim, opt(r.weight), opt(r.bias), eps, views[r.out], opt(r.mean), opt(r.rstd));
+    }
   }
   return Internal("unknown row step");
 }
@@ -293,7 +301,11 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
         if (tainted[v]) return true;
       return false;
     }
-    if (st.kind == StepKind::kRows) return tainted[e.rows[st.index].x] != 0;
+    if (st.kind == StepKind::kRows) {
+      for (int v : e.rows[st.index].Inputs())
+        if (tainted[v]) return true;
+      return false;
+    }
     for (int v : g.ops[st.index].operands)
       if (tainted[v]) return true;
     return false;
@@ -302,7 +314,7 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
     if (st.kind == StepKind::kFused)
       for (int v : e.regions[st.index].outputs) tainted[v] = 1;
     else if (st.kind == StepKind::kRows)
-      tainted[e.rows[st.index].out] = 1;
+      for (int v : e.rows[st.index].Outputs()) tainted[v] = 1;
     else
       tainted[np + st.index] = 1;
   };

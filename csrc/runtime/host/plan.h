@@ -27,15 +27,32 @@ struct FusedRegion {
 };
 
 // A chain of ops that one row kernel computes (Note [Row chains], row_match.cc).
-enum class RowKind : uint8_t { kSoftmax, kLogSoftmax };
+enum class RowKind : uint8_t { kSoftmax, kLogSoftmax, kLayerNorm };
 struct RowStep {
   RowKind kind = RowKind::kSoftmax;
   int x = -1;            // the chain's input value
-  int out = -1;          // the value it computes (its last op's)
-  int dim = 0;           // the row dim of x
+  int out = -1;          // the value it computes
+  int dim = 0;           // the row dim of x (layer norm: the first normalized dim)
+  // Layer norm: weight, bias and eps (a rank-0 value) read, mean and rstd (the per-row
+  // statistics, read by ops outside the chain) written; -1 where the chain has none.
+  int weight = -1, bias = -1, eps = -1, mean = -1, rstd = -1;
   std::vector<int> ops;  // the chain's op indices: no other step runs them
+  // The values the step reads and writes.
+  SmallVector<int, 4> Inputs() const {
+    SmallVector<int, 4> v{x};
+    for (int o : {weight, bias, eps})
+      if (o >= 0) v.push_back(o);
+    return v;
+  }
+  SmallVector<int, 4> Outputs() const {
+    SmallVector<int, 4> v{out};
+    for (int o : {mean, rstd})
+      if (o >= 0) v.push_back(o);
+    return v;
+  }
   bool operator==(const RowStep& o) const {
-    return kind == o.kind && x == o.x && out == o.out && dim == o.dim && ops == o.ops;
+    return kind == o.kind && x == o.x && out == o.out && dim == o.dim && weight == o.weight && bias == o.bias &&
+           eps == o.eps && mean == o.mean && rstd == o.rstd && ops == o.ops;
   }
 };
 const char* RowKindName(RowKind k);

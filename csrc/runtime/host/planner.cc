@@ -31,7 +31,7 @@ int64_t PlanScratch(HostExecutable& exe) {
     if (st.kind == StepKind::kFused) {
       for (int v : exe.regions[st.index].inputs) read(v, s);
     } else if (st.kind == StepKind::kRows) {
-      read(exe.rows[st.index].x, s);
+      for (int v : exe.rows[st.index].Inputs()) read(v, s);
     } else {
       const Op& op = g.ops[st.index];
       // A view reads nothing itself, except the start indices of a dynamic slice.
@@ -105,9 +105,12 @@ Status PlanExecutable(HostExecutable& exe) {
   std::vector<int> region_of(nv, -1);
   // Note [Row chains]: each chain becomes one step at its last op; its other ops run nowhere.
   exe.rows = MatchRowChains(g);
-  std::vector<int> row_of(g.ops.size(), -1);
+  std::vector<int> row_of(g.ops.size(), -1), row_last(exe.rows.size(), -1);
   for (size_t r = 0; r < exe.rows.size(); ++r)
-    for (int i : exe.rows[r].ops) row_of[i] = static_cast<int>(r);
+    for (int i : exe.rows[r].ops) {
+      row_of[i] = static_cast<int>(r);
+      row_last[r] = std::max(row_last[r], i);
+    }
 
   // Note [Open regions]: an elementwise op joins the open region of its shape, and several
   // regions (one per shape) stay open at once. A region runs (its step is emitted) when a step
@@ -154,12 +157,13 @@ Status PlanExecutable(HostExecutable& exe) {
     int v = np + i;
     OpKind kind = GetOpKind(op.code);
     if (row_of[i] >= 0) {
+      // The step runs at the chain's last op; what it writes besides goes to memory too.
       const RowStep& row = exe.rows[row_of[i]];
-      if (row.out != v) {
+      const SmallVector<int, 4> outs = row.Outputs();
+      if (std::find(outs.begin(), outs.end(), v) == outs.end())
         exe.slots[v].kind = SlotKind::kInRegion;  // computed inside the row kernel, never stored
-        continue;
-      }
-      close_read(SmallVector<int, 4>{row.x}, -1);
+      if (i != row_last[row_of[i]]) continue;
+      close_read(row.Inputs(), -1);
       exe.steps.push_back(Step{StepKind::kRows, row_of[i]});
       close_idle();
       continue;
@@ -249,7 +253,7 @@ Status PlanExecutable(HostExecutable& exe) {
     if (st.kind == StepKind::kFused)
       for (int v : exe.regions[st.index].outputs) exe.producer_step[v] = static_cast<int>(s);
     else if (st.kind == StepKind::kRows)
-      exe.producer_step[exe.rows[st.index].out] = static_cast<int>(s);
+      for (int v : exe.rows[st.index].Outputs()) exe.producer_step[v] = static_cast<int>(s);
     else
       exe.producer_step[np + st.index] = static_cast<int>(s);
   }

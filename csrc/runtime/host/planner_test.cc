@@ -383,6 +383,42 @@ TEST(FusionTest, ANarrowSoftmaxReadsAndRoundsInTheRowStep) {
   EXPECT_EQ(exe->scratch_bytes, 8 * 32 * 2);  // only the bf16 result has a slot: no f32 temps
 }
 
+TEST(FusionTest, ALayerNormChainIsOneRowStepWritingItsStatistics) {
+  // norm.cc's chain for a bf16 input: the converts join the step; the mean and rstd it writes are
+  // read by reshapes after it; eps is an argument the kernel reads when it runs.
+  Builder b;
+  int x = b.Param(T(DType::kBF16, {8, 32}));
+  int eps = b.Param(T(DType::kF32, {}));
+  int xf = b.Convert(x, DType::kF32);
+  auto group_mean = [&](int v) {
+    int sum = b.Reduce(v, b.Constant(0.0, DType::kF32), {1}, ReduceKind::kAdd);
+    return b.Binary(OpCode::kDivide, sum, b.ScalarLike(32.0, sum));
+  };
+  int mu = group_mean(xf);
+  int xc = b.Binary(OpCode::kSubtract, xf, b.BroadcastInDim(mu, {8, 32}, {0}));
+  int r = b.Unary(OpCode::kRsqrt, b.Binary(OpCode::kAdd, group_mean(b.Binary(OpCode::kMultiply, xc, xc)),
+                                           b.BroadcastTo(eps, {8})));
+  int y = b.Convert(b.Binary(OpCode::kMultiply, xc, b.BroadcastInDim(r, {8, 32}, {0})), DType::kBF16);
+  b.Result(y);
+  b.Result(b.Reshape(mu, {8, 1}));
+  auto exe = CompileOk(b);
+  ASSERT_NE(exe, nullptr);
+  ASSERT_EQ(exe->rows.size(), 1u);
+  const RowStep& row = exe->rows[0];
+  EXPECT_EQ(row.kind, RowKind::kLayerNorm);
+  EXPECT_EQ(row.x, x);
+  EXPECT_EQ(row.out, y);
+  EXPECT_EQ(row.eps, eps);
+  EXPECT_EQ(row.mean, mu);
+  EXPECT_EQ(row.rstd, -1);  // nothing outside reads it
+  EXPECT_EQ(row.weight, -1);
+  ASSERT_EQ(exe->steps.size(), 2u);
+  EXPECT_EQ(exe->steps[0].kind, StepKind::kRows);
+  EXPECT_EQ(exe->steps[1].kind, StepKind::kView);
+  EXPECT_EQ(exe->slots[mu].kind, SlotKind::kTemp);
+  EXPECT_EQ(exe->slots[r].kind, SlotKind::kInRegion);
+}
+
 TEST(FusionTest, ARowChainWhoseIntermediateIsUsedElsewhereStaysAChain) {
   // The shifted values are also a result: the kernel would not produce them, so no row step.
   Builder b;

@@ -1,8 +1,9 @@
 // Note [Row chains]: the lowerings emit softmax and log-softmax as a chain of reduce and
 // elementwise ops (csrc/torch/lower/softmax.cc Forward): a max reduce, a broadcast back, a
-// subtract, an exp, a sum reduce, and a divide (or a log and a subtract). Planned op by op that
-// chain is five passes over the tensor plus two reductions' worth of strided reads; the row
-// kernel (row_kernels.h SoftmaxRows) computes it in one pass per row, with the same vector pieces,
+// subtract, an exp, a sum reduce, and a divide (or a log and a subtract); layer norm (norm.cc) as
+// two sums, a subtract, a square, an rsqrt and the scaling. Planned op by op such a chain is
+// several passes over the tensor plus the reductions' strided reads; the row kernel
+// (row_kernels.h SoftmaxRows, LayerNormRows) computes it in one pass per row, with the same vector pieces,
 // so its float32 results equal the chain's along the last dim (along another dim the reduce
 // kernel's column sums add in another order: both within float32 rounding of float64). The planner replaces a chain with one row step when it
 // finds it exactly: every intermediate used only inside the chain (none a result), one reduced
@@ -130,24 +131,183 @@ class Matcher {
       int c = g_.ops[r].operands[1];
       if (Inner(c, 1)) ops.push_back(c - np_);
     }
-    // bfloat16/float16 softmax computes in float32 (Note [Row chains]): the kernel reads the
-    // narrow input and rounds its result once itself, so the widening and rounding converts
-    // (and their float32 temps) go with the chain.
     int yv = Value(y);
-    if (const Op* c = Producer(x); c && c->code == OpCode::kConvert && Narrow(g_.TypeOf(c->operands[0]).dtype) &&
-                                    Inner(x, 2)) {
-      ops.push_back(x - np_);
-      x = c->operands[0];
-    }
-    if (int c = Sole(yv); c >= 0 && g_.ops[c].code == OpCode::kConvert && Narrow(g_.ops[c].type.dtype)) {
-      ops.push_back(c);
-      yv = Value(c);
-    }
+    Narrowed(&x, &yv, &ops);
     out->kind = log ? RowKind::kLogSoftmax : RowKind::kSoftmax;
     out->x = x;
     out->out = yv;
     out->dim = dim;
     out->ops = std::move(ops);
+    return true;
+  }
+
+  // A broadcast of the constant `value` to the type of v, or that constant itself (rank 0).
+  bool IsConstantLike(int v, double value) const {
+    const Op* p = Producer(v);
+    if (p && p->code == OpCode::kBroadcastInDim && p->attrs.a.empty()) return IsConstant(p->operands[0], value);
+    return IsConstant(v, value);
+  }
+  // Op `i` is reduce-add from 0 over exactly the dims [axis, rank) of its input; returns the input.
+  bool IsTrailingSum(int i, int* in, int* axis) const {
+    const Op& op = g_.ops[i];
+    if (op.code != OpCode::kReduce || op.attrs.kind != static_cast<int64_t>(ReduceKind::kAdd) || op.attrs.a.empty() ||
+        !IsConstant(op.operands[1], 0.0))
+      return false;
+    const int rank = g_.TypeOf(op.operands[0]).rank();
+    const int first = static_cast<int>(op.attrs.a[0]);
+    for (size_t k = 0; k < op.attrs.a.size(); ++k)
+      if (op.attrs.a[k] != first + static_cast<int64_t>(k)) return false;
+    if (first + static_cast<int>(op.attrs.a.size()) != rank) return false;
+    *in = op.operands[0];
+    *axis = first;
+    return true;
+  }
+  // Op `i` is sum / n for the reduce `sum` over n elements per row (the group mean).
+  bool IsMean(int i, int sum, int64_t n) const {
+    const Op& op = g_.ops[i];
+    return op.code == OpCode::kDivide && op.operands[0] == sum && IsConstantLike(op.operands[1], static_cast<double>(n));
+  }
+  // Op `i` broadcasts v (shape full[:axis] or full[axis:]) to `full` along the leading or trailing dims.
+  bool IsBroadcastPart(int i, int v, const Dims& full, int axis, bool leading) const {
+    const Op& op = g_.ops[i];
+    if (op.code != OpCode::kBroadcastInDim || op.operands[0] != v || op.type.dims != full) return false;
+    Dims want;
+    for (int d = leading ? 0 : axis; d < (leading ? axis : static_cast<int>(full.size())); ++d) want.push_back(d);
+    return op.attrs.a == want;
+  }
+  // The one user of v of kind `code` whose other operand is a broadcast (leading: of a per-row value,
+  // else of a row-shaped one) of some value; returns the op and that value.
+  bool ScaledBy(int v, OpCode code, const Dims& full, int axis, bool leading, int* op_out, int* bcast, int* src) const {
+    int u = Sole(v);
+    if (u < 0 || g_.ops[u].code != code || g_.ops[u].operands[0] != v) return false;
+    int b = g_.ops[u].operands[1];
+    const Op* p = Producer(b);
+    if (!p || !Inner(b, 1) || !IsBroadcastPart(b - np_, p->operands[0], full, axis, leading)) return false;
+    *op_out = u;
+    *bcast = b - np_;
+    *src = p->operands[0];
+    return true;
+  }
+
+  // layer norm anchored at the first sum (Note [Row chains]; norm.cc layer_norm):
+  //   mu = sum(x)/n; xc = x - bcast(mu); var = sum(xc * xc)/n; r = rsqrt(var + eps);
+  //   y = xc * bcast(r) [* bcast(w)] [+ bcast(b)]; mu and r may also be read outside the chain.
+  bool LayerNorm(int i, RowStep* out) const {
+    int x, axis;
+    if (!IsTrailingSum(i, &x, &axis) || axis == 0) return false;
+    const TensorType& xt = g_.TypeOf(x);
+    if (xt.dtype != DType::kF32) return false;
+    const Dims& full = xt.dims;
+    int64_t n = 1;
+    for (int d = axis; d < xt.rank(); ++d) n *= full[d];
+    int d1 = Sole(Value(i));
+    if (d1 < 0 || !IsMean(d1, Value(i), n)) return false;
+    const int mu = Value(d1);
+    // mu: one broadcast back inside the chain, anything else outside it.
+    int bmu = -1;
+    for (int u : Users(mu))
+      if (IsBroadcastPart(u, mu, full, axis, true)) bmu = u;
+    if (bmu < 0 || !Inner(Value(bmu), 1)) return false;
+    int sub = Sole(Value(bmu));
+    if (sub < 0 || !Is(sub, OpCode::kSubtract, x, Value(bmu))) return false;
+    const int xc = Value(sub);
+    if (result_[xc] || Users(xc).size() != 2) return false;
+    int sq = -1, scale = -1;
+    for (int u : Users(xc)) {
+      if (Is(u, OpCode::kMultiply, xc, xc)) sq = u;
+      else if (g_.ops[u].code == OpCode::kMultiply && g_.ops[u].operands[0] == xc) scale = u;
+    }
+    if (sq < 0 || scale < 0) return false;
+    int r2 = Sole(Value(sq)), in2, axis2;
+    if (r2 < 0 || !IsTrailingSum(r2, &in2, &axis2) || axis2 != axis) return false;
+    int d2 = Sole(Value(r2));
+    if (d2 < 0 || !IsMean(d2, Value(r2), n)) return false;
+    int add = Sole(Value(d2));
+    if (add < 0 || g_.ops[add].code != OpCode::kAdd || g_.ops[add].operands[0] != Value(d2)) return false;
+    // eps: a rank-0 float32 value, broadcast to the statistics' shape.
+    int eps = g_.ops[add].operands[1], eps_bcast = -1;
+    if (const Op* p = Producer(eps); p && p->code == OpCode::kBroadcastInDim && p->attrs.a.empty() && Inner(eps, 1)) {
+      eps_bcast = eps - np_;
+      eps = p->operands[0];
+    }
+    if (g_.TypeOf(eps).rank() != 0 || g_.TypeOf(eps).dtype != DType::kF32) return false;
+    int rs = Sole(Value(add));
+    if (rs < 0 || !Is(rs, OpCode::kRsqrt, Value(add))) return false;
+    const int r = Value(rs);
+    int br = -1;
+    for (int u : Users(r))
+      if (IsBroadcastPart(u, r, full, axis, true)) br = u;
+    if (br < 0 || !Inner(Value(br), 1) || Sole(Value(br)) != scale || g_.ops[scale].operands[1] != Value(br))
+      return false;
+    std::vector<int> ops = {i, d1, bmu, sub, sq, r2, d2, add, rs, br, scale};
+    if (eps_bcast >= 0) ops.push_back(eps_bcast);
+    int y = scale, w = -1, b = -1, op, bc;
+    if (ScaledBy(Value(y), OpCode::kMultiply, full, axis, false, &op, &bc, &w)) {
+      ops.push_back(bc);
+      ops.push_back(op);
+      y = op;
+    }
+    if (ScaledBy(Value(y), OpCode::kAdd, full, axis, false, &op, &bc, &b)) {
+      ops.push_back(bc);
+      ops.push_back(op);
+      y = op;
+    }
+    for (int k : ops)
+      if (g_.ops[k].type.dtype != DType::kF32) return false;
+    for (int v : {w, b})
+      if (v >= 0 && g_.TypeOf(v).dtype != DType::kF32) return false;
+    // The statistics are read outside the chain only after it (the step runs at its last op).
+    const int last = y;
+    for (int v : {mu, r})
+      for (int u : Users(v))
+        if (std::find(ops.begin(), ops.end(), u) == ops.end() && u < last) return false;
+    // The divisors' and sums' constants go with the chain when only it reads them.
+    for (int k : {d1, d2, i, r2}) Absorb(g_.ops[k].operands[1], &ops);
+    int yv = Value(y);
+    Narrowed(&x, &yv, &ops);
+    out->kind = RowKind::kLayerNorm;
+    out->x = x;
+    out->out = yv;
+    out->dim = axis;
+    out->weight = w;
+    out->bias = b;
+    out->eps = eps;
+    out->mean = Users(mu).size() > 1 || result_[mu] ? mu : -1;
+    out->rstd = Users(r).size() > 1 || result_[r] ? r : -1;
+    out->ops = std::move(ops);
+    return true;
+  }
+
+  // Adds v's op (a constant, or a broadcast of one: read by nothing else) to `ops`.
+  void Absorb(int v, std::vector<int>* ops) const {
+    const Op* p = Producer(v);
+    if (!p || !AllIn(v, *ops) || std::find(ops->begin(), ops->end(), v - np_) != ops->end()) return;
+    if (p->code == OpCode::kBroadcastInDim) {
+      ops->push_back(v - np_);
+      Absorb(p->operands[0], ops);
+    } else if (p->code == OpCode::kConstant) {
+      ops->push_back(v - np_);
+    }
+  }
+  // A narrow (bf16/f16) chain computes in float32: the kernel reads the narrow input and rounds its
+  // result once itself, so the widening and rounding converts (and their f32 temps) join the chain.
+  void Narrowed(int* x, int* yv, std::vector<int>* ops) const {
+    if (const Op* c = Producer(*x);
+        c && c->code == OpCode::kConvert && Narrow(g_.TypeOf(c->operands[0]).dtype) && Inner(*x, 2)) {
+      ops->push_back(*x - np_);
+      *x = c->operands[0];
+    }
+    if (int c = Sole(*yv); c >= 0 && g_.ops[c].code == OpCode::kConvert && Narrow(g_.ops[c].type.dtype)) {
+      ops->push_back(c);
+      *yv = Value(c);
+    }
+  }
+
+  // Every reader of v is one of `ops`, and v is no result.
+  bool AllIn(int v, const std::vector<int>& ops) const {
+    if (result_[v]) return false;
+    for (int u : Users(v))
+      if (std::find(ops.begin(), ops.end(), u) == ops.end()) return false;
     return true;
   }
 
@@ -164,6 +324,7 @@ const char* RowKindName(RowKind k) {
   switch (k) {
     case RowKind::kSoftmax: return "softmax rows";
     case RowKind::kLogSoftmax: return "log_softmax rows";
+    case RowKind::kLayerNorm: return "layer_norm rows";
   }
   return "rows";
 }
@@ -172,12 +333,19 @@ std::vector<RowStep> MatchRowChains(const Graph& g) {
   std::vector<RowStep> rows;
   if (!Flags().host_row_kernels) return rows;
   bool any = false;
-  for (const Op& op : g.ops) any |= op.code == OpCode::kReduce && op.attrs.kind == static_cast<int64_t>(ReduceKind::kMax);
+  for (const Op& op : g.ops) any |= op.code == OpCode::kReduce;
   if (!any) return rows;
   Matcher m(g);
+  std::vector<bool> taken(g.ops.size(), false);
   for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
+    if (taken[i] || g.ops[i].code != OpCode::kReduce) continue;
     RowStep r;
-    if (m.Softmax(i, &r)) rows.push_back(std::move(r));
+    if (!m.Softmax(i, &r) && !m.LayerNorm(i, &r)) continue;
+    bool overlaps = false;
+    for (int k : r.ops) overlaps |= taken[k];
+    if (overlaps) continue;  // (a constant two chains share is no one's)
+    for (int k : r.ops) taken[k] = true;
+    rows.push_back(std::move(r));
   }
   return rows;
 }
