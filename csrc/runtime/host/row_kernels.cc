@@ -298,12 +298,12 @@ Status LayerNormRows(const View& x, int axis, const View* weight, const View* bi
       const float* xr = Read(X, r, buf);
       float mu = Sum(xr, n) / fn;
       float* yr = Target(Y, r, buf + n);
-      for (int64_t j = 0; j < n; ++j) yr[j] = xr[j] - mu;
-      for (int64_t j = 0; j < n; ++j) sq[j] = yr[j] * yr[j];
+      ScalarF32Simd(OpCode::kSubtract, xr, mu, yr, n);
+      BinaryF32Simd(OpCode::kMultiply, yr, yr, sq, n);
       float rs = 1.0f / std::sqrt(Sum(sq, n) / fn + feps);
-      for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] * rs;
-      if (w) for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] * w[j];
-      if (b) for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] + b[j];
+      ScalarF32Simd(OpCode::kMultiply, yr, rs, yr, n);
+      if (w) BinaryF32Simd(OpCode::kMultiply, yr, w, yr, n);
+      if (b) BinaryF32Simd(OpCode::kAdd, yr, b, yr, n);
       Flush(Y, r, yr);
       if (mean) SetScalar(M, r, mu);
       if (rstd) SetScalar(R, r, rs);
