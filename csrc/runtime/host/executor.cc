@@ -151,6 +151,8 @@ Status RunRows(const RowStep& r, const std::vector<View>& views) {
   switch (r.kind) {
     case RowKind::kSoftmax: return SoftmaxRows(views[r.x], r.dim, false, views[r.out]);
     case RowKind::kLogSoftmax: return SoftmaxRows(views[r.x], r.dim, true, views[r.out]);
+    case RowKind::kSoftmaxBackward: return SoftmaxBackwardRows(views[r.x], views[r.y], r.dim, false, views[r.out]);
+    case RowKind::kLogSoftmaxBackward: return SoftmaxBackwardRows(views[r.x], views[r.y], r.dim, true, views[r.out]);
     case RowKind::kLayerNorm: {
       const View& e = views[r.eps];
       if (e.dtype != DType::kF32 || e.NumElements() != 1) return Internal("layer norm rows: eps is not one float");

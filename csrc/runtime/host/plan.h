@@ -27,10 +27,11 @@ struct FusedRegion {
 };
 
 // A chain of ops that one row kernel computes (Note [Row chains], row_match.cc).
-enum class RowKind : uint8_t { kSoftmax, kLogSoftmax, kLayerNorm };
+enum class RowKind : uint8_t { kSoftmax, kLogSoftmax, kLayerNorm, kSoftmaxBackward, kLogSoftmaxBackward };
 struct RowStep {
   RowKind kind = RowKind::kSoftmax;
-  int x = -1;            // the chain's input value
+  int x = -1;            // the chain's input value (softmax backward: the gradient)
+  int y = -1;            // softmax backward: the forward's output
   int out = -1;          // the value it computes
   int dim = 0;           // the row dim of x (layer norm: the first normalized dim)
   // Layer norm: weight, bias and eps (a rank-0 value) read, mean and rstd (the per-row
@@ -40,7 +41,7 @@ struct RowStep {
   // The values the step reads and writes.
   SmallVector<int, 4> Inputs() const {
     SmallVector<int, 4> v{x};
-    for (int o : {weight, bias, eps})
+    for (int o : {y, weight, bias, eps})
       if (o >= 0) v.push_back(o);
     return v;
   }
@@ -51,7 +52,7 @@ struct RowStep {
     return v;
   }
   bool operator==(const RowStep& o) const {
-    return kind == o.kind && x == o.x && out == o.out && dim == o.dim && weight == o.weight && bias == o.bias &&
+    return kind == o.kind && x == o.x && y == o.y && out == o.out && dim == o.dim && weight == o.weight && bias == o.bias &&
            eps == o.eps && mean == o.mean && rstd == o.rstd && ops == o.ops;
   }
 };

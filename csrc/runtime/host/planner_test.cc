@@ -419,6 +419,28 @@ TEST(FusionTest, ALayerNormChainIsOneRowStepWritingItsStatistics) {
   EXPECT_EQ(exe->slots[r].kind, SlotKind::kInRegion);
 }
 
+TEST(FusionTest, SoftmaxBackwardChainsAreOneRowStep) {
+  for (bool log : {false, true}) {
+    Builder b;
+    int g = b.Param(T(DType::kF32, {6, 10}));
+    int y = b.Param(T(DType::kF32, {6, 10}));
+    int sum = b.Reduce(log ? g : b.Binary(OpCode::kMultiply, g, y), b.Constant(0.0, DType::kF32), {1}, ReduceKind::kAdd);
+    int s = b.BroadcastInDim(sum, {6, 10}, {0});
+    int dx = log ? b.Binary(OpCode::kSubtract, g, b.Binary(OpCode::kMultiply, b.Unary(OpCode::kExp, y), s))
+                 : b.Binary(OpCode::kMultiply, y, b.Binary(OpCode::kSubtract, g, s));
+    b.Result(dx);
+    auto exe = CompileOk(b);
+    ASSERT_NE(exe, nullptr);
+    ASSERT_EQ(exe->rows.size(), 1u);
+    EXPECT_EQ(exe->rows[0].kind, log ? RowKind::kLogSoftmaxBackward : RowKind::kSoftmaxBackward);
+    EXPECT_EQ(exe->rows[0].x, g);
+    EXPECT_EQ(exe->rows[0].y, y);
+    EXPECT_EQ(exe->rows[0].out, dx);
+    ASSERT_EQ(exe->steps.size(), 1u);
+    EXPECT_EQ(exe->steps[0].kind, StepKind::kRows);
+  }
+}
+
 TEST(FusionTest, ARowChainWhoseIntermediateIsUsedElsewhereStaysAChain) {
   // The shifted values are also a result: the kernel would not produce them, so no row step.
   Builder b;

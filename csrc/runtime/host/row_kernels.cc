@@ -210,13 +210,14 @@ Status SoftmaxBackwardRows(const View& g, const View& y, int dim, bool log, cons
       const float* yr = Read(Y, r, buf + n);
       float* dr = Target(D, r, buf + 2 * n);
       if (!log) {
-        for (int64_t j = 0; j < n; ++j) t[j] = gr[j] * yr[j];
-        float s = Sum(t, n);
-        for (int64_t j = 0; j < n; ++j) dr[j] = yr[j] * (gr[j] - s);
+        BinaryF32Simd(OpCode::kMultiply, gr, yr, t, n);
+        ScalarF32Simd(OpCode::kSubtract, gr, Sum(t, n), t, n);  // g - s
+        BinaryF32Simd(OpCode::kMultiply, yr, t, dr, n);          // y * (g - s)
       } else {
         float s = Sum(gr, n);
         UnaryF32Simd(OpCode::kExp, yr, t, n);
-        for (int64_t j = 0; j < n; ++j) dr[j] = gr[j] - t[j] * s;
+        ScalarF32Simd(OpCode::kMultiply, t, s, t, n);            // exp(y) * s
+        BinaryF32Simd(OpCode::kSubtract, gr, t, dr, n);          // g - exp(y) * s
       }
       Flush(D, r, dr);
     }

@@ -278,6 +278,60 @@ class Matcher {
     return true;
   }
 
+  // softmax / log_softmax backward anchored at its sum (softmax.cc Backward):
+  //   softmax: dx = y * (g - bcast(sum(g * y)));  log_softmax: dx = g - exp(y) * bcast(sum(g))
+  bool SoftmaxBackward(int i, RowStep* out) const {
+    int in, dim;
+    if (!IsReduce(i, ReduceKind::kAdd, 0.0, &in, &dim)) return false;
+    const TensorType& t = g_.TypeOf(in);
+    if (t.dtype != DType::kF32) return false;
+    const Dims& full = t.dims;
+    int bz = Sole(Value(i));
+    if (bz < 0 || !IsUnreduce(bz, Value(i), full, dim)) return false;
+    int next = Sole(Value(bz));
+    if (next < 0) return false;
+    const Op& n1 = g_.ops[next];
+    std::vector<int> ops = {i, bz};
+    int gv, yv, dx;
+    if (n1.code == OpCode::kSubtract && n1.operands[1] == Value(bz)) {  // softmax: in = g * y
+      const Op* m = Producer(in);
+      if (!m || m->code != OpCode::kMultiply || !Inner(in, 1)) return false;
+      gv = m->operands[0];
+      yv = m->operands[1];
+      if (n1.operands[0] != gv) return false;
+      dx = Sole(Value(next));
+      if (dx < 0 || !Is(dx, OpCode::kMultiply, yv, Value(next))) return false;
+      ops.insert(ops.begin(), in - np_);
+      ops.push_back(next);
+      out->kind = RowKind::kSoftmaxBackward;
+    } else if (n1.code == OpCode::kMultiply && n1.operands[1] == Value(bz)) {  // log: in = g
+      gv = in;
+      const Op* e = Producer(n1.operands[0]);
+      if (!e || e->code != OpCode::kExp || !Inner(n1.operands[0], 1)) return false;
+      yv = e->operands[0];
+      dx = Sole(Value(next));
+      if (dx < 0 || !Is(dx, OpCode::kSubtract, gv, Value(next))) return false;
+      ops.push_back(n1.operands[0] - np_);
+      ops.push_back(next);
+      out->kind = RowKind::kLogSoftmaxBackward;
+    } else {
+      return false;
+    }
+    if (g_.TypeOf(gv).dims != full || g_.TypeOf(yv).dims != full || g_.TypeOf(gv).dtype != DType::kF32 ||
+        g_.TypeOf(yv).dtype != DType::kF32)
+      return false;
+    ops.push_back(dx);
+    for (int k : ops)
+      if (g_.ops[k].type.dtype != DType::kF32) return false;
+    Absorb(g_.ops[i].operands[1], &ops);
+    out->x = gv;
+    out->y = yv;
+    out->out = Value(dx);
+    out->dim = dim;
+    out->ops = std::move(ops);
+    return true;
+  }
+
   // Adds v's op (a constant, or a broadcast of one: read by nothing else) to `ops`.
   void Absorb(int v, std::vector<int>* ops) const {
     const Op* p = Producer(v);
@@ -325,6 +379,8 @@ const char* RowKindName(RowKind k) {
     case RowKind::kSoftmax: return "softmax rows";
     case RowKind::kLogSoftmax: return "log_softmax rows";
     case RowKind::kLayerNorm: return "layer_norm rows";
+    case RowKind::kSoftmaxBackward: return "softmax backward rows";
+    case RowKind::kLogSoftmaxBackward: return "log_softmax backward rows";
   }
   return "rows";
 }
@@ -340,7 +396,7 @@ std::vector<RowStep> MatchRowChains(const Graph& g) {
   for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
     if (taken[i] || g.ops[i].code != OpCode::kReduce) continue;
     RowStep r;
-    if (!m.Softmax(i, &r) && !m.LayerNorm(i, &r)) continue;
+    if (!m.Softmax(i, &r) && !m.LayerNorm(i, &r) && !m.SoftmaxBackward(i, &r)) continue;
     bool overlaps = false;
     for (int k : r.ops) overlaps |= taken[k];
     if (overlaps) continue;  // (a constant two chains share is no one's)
