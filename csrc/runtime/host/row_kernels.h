@@ -1,8 +1,9 @@
 // Fused row kernels: softmax, log-softmax, layer norm, RMS norm and cross-entropy, forward and
 // backward, each one pass per row (the row read once or twice from cache, written once) instead
 // of the chain of reduce + elementwise programs the lowerings emit today (csrc/torch/lower/
-// softmax.cc, norm.cc, loss.cc). The host planner runs the softmax and log-softmax chains as
-// SoftmaxRows (Note [Row chains], row_match.cc); the others are not matched yet. The IR each one
+// softmax.cc, norm.cc, loss.cc). The host planner runs the softmax and log-softmax chains (forward and
+// backward) and layer norm's forward as these kernels (Note [Row chains], row_match.cc); the
+// others are not matched yet. The IR each one
 // replaces is written above it.
 //
 // Conventions. A "row" is the dims [first, last) of a view (one dim for softmax and

@@ -1,14 +1,17 @@
-// Note [Row chains]: the lowerings emit softmax and log-softmax as a chain of reduce and
-// elementwise ops (csrc/torch/lower/softmax.cc Forward): a max reduce, a broadcast back, a
-// subtract, an exp, a sum reduce, and a divide (or a log and a subtract); layer norm (norm.cc) as
-// two sums, a subtract, a square, an rsqrt and the scaling. Planned op by op such a chain is
-// several passes over the tensor plus the reductions' strided reads; the row kernel
-// (row_kernels.h SoftmaxRows, LayerNormRows) computes it in one pass per row, with the same vector pieces,
-// so its float32 results equal the chain's along the last dim (along another dim the reduce
-// kernel's column sums add in another order: both within float32 rounding of float64). The planner replaces a chain with one row step when it
-// finds it exactly: every intermediate used only inside the chain (none a result), one reduced
-// dim, the types the kernel takes. Anything else keeps the chain, so a near miss costs speed,
-// never correctness. The backends that lower the IR themselves (PJRT) see the chain unchanged.
+// Note [Row chains]: the lowerings emit softmax and log-softmax as chains of reduce and
+// elementwise ops (csrc/torch/lower/softmax.cc): forward, a max reduce, a broadcast back, a
+// subtract, an exp, a sum reduce and a divide (or a log and a subtract); backward, a sum of g * y
+// (or of g) broadcast back into y * (g - s) (or g - exp(y) * s). Layer norm (norm.cc) is two group
+// means, a subtract, a square, an rsqrt and the scaling by weight and bias. Planned op by op such
+// a chain is several passes over the tensor plus the reductions' strided reads; a row kernel
+// (row_kernels.h) computes it in one pass per row with the same vector pieces, so its float32
+// results equal the chain's along the last dim (along another dim the reduce kernel's column sums
+// add in another order: both within float32 rounding of float64). The planner replaces a chain
+// with one row step only when it finds it exactly: every intermediate used only inside the chain
+// (none a result, except a layer norm's mean and rstd, which the step writes), the reduced dims
+// the kernel takes (one for softmax, the trailing ones for layer norm), float32 compute. Anything
+// else keeps the chain, so a near miss costs speed, never correctness. The backends that lower the
+// IR themselves (PJRT) see the chain unchanged.
 #include <cmath>
 
 #include "base/options.h"
