@@ -81,7 +81,8 @@ class Matcher {
     int x, dim;
     if (!IsReduce(i, ReduceKind::kMax, -INFINITY, &x, &dim)) return false;
     const TensorType& xt = g_.TypeOf(x);
-    if (xt.dtype != DType::kF32 && xt.dtype != DType::kBF16 && xt.dtype != DType::kF16) return false;
+    // float32 compute only: a chain computed in bf16 rounds after every op, the kernel once.
+    if (xt.dtype != DType::kF32) return false;
     const Dims& full = xt.dims;
     int m = Value(i);
     int bm = Sole(m);
@@ -186,6 +187,10 @@ class Matcher {
     int b = g_.ops[u].operands[1];
     const Op* p = Producer(b);
     if (!p || !Inner(b, 1) || !IsBroadcastPart(b - np_, p->operands[0], full, axis, leading)) return false;
+    // The kernel takes the part's own shape (not a size-1 dim stretched by the broadcast).
+    const Dims& src_dims = g_.TypeOf(p->operands[0]).dims;
+    if (leading ? src_dims != Dims(full.begin(), full.begin() + axis) : src_dims != Dims(full.begin() + axis, full.end()))
+      return false;
     *op_out = u;
     *bcast = b - np_;
     *src = p->operands[0];
