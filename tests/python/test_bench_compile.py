@@ -3,8 +3,10 @@ steps they are timed against: from the same weights, three steps of each model (
 grouped-query attention, training-mode ResNet-18) give PyTorch CPU's losses, and ResNet-18's batch
 norm leaves PyTorch's running statistics. Skipped without jax.
 
-Tolerance: rtol 1e-5 on the losses (XLA and PyTorch sum in different orders; the third step's loss
-carries two optimizer steps of that rounding), 1e-5 on the running statistics.
+Tolerance: the losses are judged against PyTorch's float64 steps, within rtol 1e-5 plus twice PyTorch
+CPU float32's own distance from them (XLA and PyTorch sum in different orders, and the third step's
+loss carries two optimizer steps of that rounding: on an AVX-512 Xeon, ResNet-18's third float32
+loss on PyTorch CPU is 8.7e-5 from float64, JAX's 2.8e-6); 1e-5 on the running statistics.
 """
 from __future__ import annotations
 
@@ -28,20 +30,26 @@ CONFIGS = [bench_compile.Config("gpt", batch=4, d=64, ctx=32), bench_compile.Con
 @pytest.mark.parametrize("cfg", CONFIGS, ids=[c.model for c in CONFIGS])
 def test_jax_twin_matches_pytorch_training_steps(cfg):
     model, batches, loss_fn, make_opt, kind = bench_compile.build_model(cfg)
-    ref = copy.deepcopy(model)
-    opt = make_opt(ref.parameters(), "cpu")
-    expected = []
-    for x, y in batches[:3]:
-        loss = loss_fn(ref, x, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        expected.append(loss.item())
+
+    def pytorch_losses(dtype):
+        ref = copy.deepcopy(model).to(dtype)
+        opt = make_opt(ref.parameters(), "cpu")
+        losses = []
+        for x, y in batches[:3]:
+            loss = loss_fn(ref, x.to(dtype) if x.is_floating_point() else x, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return torch.tensor(losses, dtype=torch.float64)
+
+    expected, exact = pytorch_losses(torch.float32), pytorch_losses(torch.float64)
     with jax.default_device(jax.devices("cpu")[0]):  # jaxlib's CPU client (other tests register plugins)
         step = bench_compile.jax_variant(model, batches, kind)
-        actual = [step() for _ in range(3)]
-    torch.testing.assert_close(torch.tensor(actual), torch.tensor(expected), rtol=1e-5, atol=0)
-    assert len(set(expected)) == 3  # the steps train: each loss differs
+        actual = torch.tensor([step() for _ in range(3)], dtype=torch.float64)
+    bound = 1e-5 * exact.abs() + 2 * (expected - exact).abs()
+    assert ((actual - exact).abs() <= bound).all(), (actual, expected, exact)
+    assert len(set(expected.tolist())) == 3  # the steps train: each loss differs
 
 
 def test_jax_batch_norm_running_statistics():
