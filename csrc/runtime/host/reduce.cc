@@ -368,7 +368,24 @@ void SumFloat(const View& in, const Axes& kept, const Axes& red, bool leading_f3
   int64_t pieces = 1;
   if (big && outputs < 2 * threads && nblocks >= 4) pieces = std::min<int64_t>(4 * threads, nblocks);
   std::vector<double> partial(pieces * outputs);
+  // Short contiguous float rows (one lane block each): many rows per call, no per-row setup.
+  const bool short_rows = std::is_same_v<M, float> && red.size() == 1 && run.stride == 1 && rsize <= kBlock && pieces == 1;
   auto body = [&](int64_t b, int64_t e) {
+    if (short_rows) {
+      double tot[256];
+      for (int64_t o0 = b; o0 < e; o0 += 256) {
+        const int64_t cnt = std::min<int64_t>(256, e - o0);
+        const float* p0 = reinterpret_cast<const float*>(base + OffsetOf(kept, kept.size(), o0));
+        if (kept.size() == 1) {
+          SumF32Rows(p0, cnt, rsize, kept[0].stride, tot);
+        } else {
+          for (int64_t k = 0; k < cnt; ++k)
+            SumF32Rows(reinterpret_cast<const float*>(base + OffsetOf(kept, kept.size(), o0 + k)), 1, rsize, 0, tot + k);
+        }
+        for (int64_t k = 0; k < cnt; ++k) out[o0 + k] = static_cast<float>(static_cast<double>(init) + tot[k]);
+      }
+      return;
+    }
     for (int64_t t = b; t < e; ++t) {
       int64_t o = t / pieces, sp = t % pieces;
       LaneSum s(rsize);

@@ -26,6 +26,28 @@ void AddF32LanesImpl(const float* x, int64_t groups, float* lanes) {
   }
 }
 
+// Rows of n <= LaneSum::kBlock contiguous floats, row r at x + r * stride: each row's Note [Float
+// sums] total (one block: lane j sums x[16 g + j] in order, the tail goes to lane 0, the lanes add
+// in order in double), with no per-row call or block bookkeeping.
+void SumF32RowsImpl(const float* x, int64_t rows, int64_t n, int64_t stride, double* out) {
+  const hn::CappedTag<float, 16> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t groups = n / 16, full = groups * 16;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* p = x + r * stride;
+    HWY_ALIGN float lanes[16];
+    for (int64_t k = 0; k < 16; k += N) {
+      auto a = hn::Zero(d);
+      for (int64_t g = 0; g < groups; ++g) a = hn::Add(a, hn::LoadU(d, p + 16 * g + k));
+      hn::Store(a, d, lanes + k);
+    }
+    for (int64_t j = full; j < n; ++j) lanes[0] += p[j];
+    double block = 0;
+    for (int l = 0; l < 16; ++l) block += lanes[l];
+    out[r] = block;
+  }
+}
+
 void AddF32ColsFloatImpl(const float* x, float* acc, int64_t n) {
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -147,6 +169,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace tpu::host {
 HWY_EXPORT(AddF32LanesImpl);
+HWY_EXPORT(SumF32RowsImpl);
 HWY_EXPORT(AddF32ColsFloatImpl);
 HWY_EXPORT(MaxF32RowImpl);
 HWY_EXPORT(AddF32ColsImpl);
@@ -187,9 +210,18 @@ void LaneSum::Feed(const float* x, int64_t n) {
 }
 
 double SumF32Lanes(const float* x, int64_t n) {
+  if (n <= LaneSum::kBlock) {
+    double total;
+    HWY_DYNAMIC_DISPATCH(SumF32RowsImpl)(x, 1, n, 0, &total);
+    return total;
+  }
   LaneSum s(n);
   s.Feed(x, n);
   return s.total;
+}
+void SumF32Rows(const float* x, int64_t rows, int64_t n, int64_t stride, double* out) {
+  if (n <= LaneSum::kBlock) return HWY_DYNAMIC_DISPATCH(SumF32RowsImpl)(x, rows, n, stride, out);
+  for (int64_t r = 0; r < rows; ++r) out[r] = SumF32Lanes(x + r * stride, n);
 }
 float MaxF32Row(const float* x, int64_t n, float acc, bool is_max) {
   return HWY_DYNAMIC_DISPATCH(MaxF32RowImpl)(x, n, acc, is_max);

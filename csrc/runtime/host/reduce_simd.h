@@ -24,6 +24,8 @@ struct LaneSum {
 };
 // The Note's sum of n contiguous floats (LaneSum over one run).
 double SumF32Lanes(const float* x, int64_t n);
+// out[r] = SumF32Lanes(x + r * stride, n) for r < rows (one call for many short rows).
+void SumF32Rows(const float* x, int64_t rows, int64_t n, int64_t stride, double* out);
 // lanes[j] += x[16 g + j] for g < groups, j < 16.
 void AddF32Lanes(const float* x, int64_t groups, float* lanes);
 // acc[j] += x[j] in float, j < n.
