@@ -75,6 +75,13 @@ int64_t AlongOneDim(const Attrs& a, const Dims& operand, const Dims& result, con
   return a.a == rest && result[d] == indices.dims[0] ? d : -1;
 }
 
+// Lowers `first` to b when b is earlier (the first bad position, in order, is the one reported).
+void NoteFirstBad(std::atomic<int64_t>& first, int64_t b) {
+  int64_t cur = first.load();
+  while (b < cur && !first.compare_exchange_weak(cur, b)) {
+  }
+}
+
 Status IndexError(int64_t index, int64_t dim, int64_t size) {
   return OutOfRange("index " + std::to_string(index) + " is out of bounds for dimension " +
                     std::to_string(dim) + " with size " + std::to_string(size));
@@ -115,11 +122,7 @@ Status RunGather(const Op& op, const View& operand_in, const View& indices, cons
           }
           off += s * ostr[d];
         }
-        if (bad && checked) {
-          int64_t cur = first_bad.load();
-          while (b < cur && !first_bad.compare_exchange_weak(cur, b)) {
-          }
-        }
+        if (bad && checked) NoteFirstBad(first_bad, b);
         CopyElem(dst + b * elem, src + off * elem, elem);
       }
     });
@@ -140,11 +143,7 @@ Status RunGather(const Op& op, const View& operand_in, const View& indices, cons
         int64_t s = idx[b * nvec + k];
         int64_t hi = operand.dims[d] - a.d[d];
         if (s < 0 || s > hi) {
-          if (checked) {
-            int64_t cur = first_bad.load();
-            while (b < cur && !first_bad.compare_exchange_weak(cur, b)) {
-            }
-          }
+          if (checked) NoteFirstBad(first_bad, b);
           s = std::clamp<int64_t>(s, 0, hi);
         }
         off += s * ostr[d];

@@ -375,12 +375,11 @@ void SumFloat(const View& in, const Axes& kept, const Axes& red, bool leading_f3
       double tot[256];
       for (int64_t o0 = b; o0 < e; o0 += 256) {
         const int64_t cnt = std::min<int64_t>(256, e - o0);
-        const float* p0 = reinterpret_cast<const float*>(base + OffsetOf(kept, kept.size(), o0));
+        auto row = [&](int64_t o) { return reinterpret_cast<const float*>(base + OffsetOf(kept, kept.size(), o)); };
         if (kept.size() == 1) {
-          SumF32Rows(p0, cnt, rsize, kept[0].stride, tot);
+          SumF32Rows(row(o0), cnt, rsize, kept[0].stride, tot);  // rows at a fixed stride: one call
         } else {
-          for (int64_t k = 0; k < cnt; ++k)
-            SumF32Rows(reinterpret_cast<const float*>(base + OffsetOf(kept, kept.size(), o0 + k)), 1, rsize, 0, tot + k);
+          for (int64_t k = 0; k < cnt; ++k) SumF32Rows(row(o0 + k), 1, rsize, 0, tot + k);
         }
         for (int64_t k = 0; k < cnt; ++k) out[o0 + k] = static_cast<float>(static_cast<double>(init) + tot[k]);
       }

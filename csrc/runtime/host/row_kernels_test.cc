@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/host/host_test_util.h"
+#include "runtime/host/plan.h"
 
 namespace tpu::host::testing {
 namespace {
@@ -73,6 +74,16 @@ TEST(RowKernelsTest, SoftmaxMiddleDimAndThreadedRowsMatchFloat64) {
   }
 }
 
+// Compiles and runs b, checking that its host plan has `rows` row steps (Note [Row chains]): the
+// chain-equality tests below compare a planned chain with the same chain kept op by op, which
+// would pass trivially if neither were matched.
+Status RunWithRowSteps(Builder& b, size_t rows, std::vector<Binding> params, std::vector<Binding> results) {
+  ExecutablePtr exe = CompileBuilder(b);
+  if (!exe) return Internal("no executable");
+  EXPECT_EQ(static_cast<const HostExecutable&>(*exe).rows.size(), rows);
+  return RunExe(exe, std::move(params), std::move(results));
+}
+
 TEST(RowKernelsTest, SoftmaxEqualsTheIrChainExactly) {
   // The chain softmax.cc builds, run by the executor op by op (its shifted values are also a
   // result, so the planner keeps the chain: Note [Row chains]); the fused kernel must give the
@@ -91,9 +102,9 @@ TEST(RowKernelsTest, SoftmaxEqualsTheIrChainExactly) {
                    : b.Binary(OpCode::kDivide, e, b.BroadcastInDim(z, {R, N}, {0})));
       if (keep_chain) b.Result(s);
       if (keep_chain)
-        ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, {R, N})), Bindings(Bind(want, F, {R, N}), Bind(shifted, F, {R, N}))).ok());
+        ASSERT_TRUE(RunWithRowSteps(b, 0, Bindings(Bind(x, F, {R, N})), Bindings(Bind(want, F, {R, N}), Bind(shifted, F, {R, N}))).ok());
       else
-        ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, {R, N})), Bindings(Bind(planned, F, {R, N}))).ok());
+        ASSERT_TRUE(RunWithRowSteps(b, 1, Bindings(Bind(x, F, {R, N})), Bindings(Bind(planned, F, {R, N}))).ok());
     }
     ASSERT_TRUE(SoftmaxRows(V(x, {R, N}), 1, log, V(y, {R, N})).ok());
     for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], want[i]) << (log ? "log " : "") << i;
@@ -133,9 +144,9 @@ TEST(RowKernelsTest, LayerNormChainPlannedAsARowStepEqualsTheChain) {
     mean[keep_chain].resize(A * B);
     rstd[keep_chain].resize(A * B);
     auto params = Bindings(Bind(x, F, {A, B, N}), Bind(w, F, {N}), Bind(bias, F, {N}), Bind(eps, F, {}));
-    Status st = keep_chain ? RunProgram(b, std::move(params), Bindings(Bind(y[1], F, {A, B, N}), Bind(mean[1], F, {A, B, 1}),
+    Status st = keep_chain ? RunWithRowSteps(b, 0, std::move(params), Bindings(Bind(y[1], F, {A, B, N}), Bind(mean[1], F, {A, B, 1}),
                                                             Bind(rstd[1], F, {A, B, 1}), Bind(xc_out, F, {A, B, N})))
-                           : RunProgram(b, std::move(params), Bindings(Bind(y[0], F, {A, B, N}), Bind(mean[0], F, {A, B, 1}),
+                           : RunWithRowSteps(b, 1, std::move(params), Bindings(Bind(y[0], F, {A, B, N}), Bind(mean[0], F, {A, B, 1}),
                                                             Bind(rstd[0], F, {A, B, 1})));
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
@@ -179,8 +190,8 @@ TEST(RowKernelsTest, SoftmaxBackwardChainsPlannedAsRowStepsEqualTheChains) {
         if (keep_chain) b.Result(sum);
         dx[keep_chain].resize(g.size());
         auto params = Bindings(Bind(g, F, full), Bind(y, F, full));
-        Status st = keep_chain ? RunProgram(b, std::move(params), Bindings(Bind(dx[1], F, full), Bind(sums, F, sdims)))
-                               : RunProgram(b, std::move(params), Bindings(Bind(dx[0], F, full)));
+        Status st = keep_chain ? RunWithRowSteps(b, 0, std::move(params), Bindings(Bind(dx[1], F, full), Bind(sums, F, sdims)))
+                               : RunWithRowSteps(b, 1, std::move(params), Bindings(Bind(dx[0], F, full)));
         ASSERT_TRUE(st.ok()) << st.ToString();
       }
       if (dim == 2) {

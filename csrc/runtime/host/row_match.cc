@@ -131,10 +131,7 @@ class Matcher {
     if (g_.ops[y].type.dtype != xt.dtype) return false;
     ops.push_back(y);
     // The init constants go with the chain when nothing else reads them.
-    for (int r : {i, z}) {
-      int c = g_.ops[r].operands[1];
-      if (Inner(c, 1)) ops.push_back(c - np_);
-    }
+    for (int r : {i, z}) Absorb(g_.ops[r].operands[1], &ops);
     int yv = Value(y);
     Narrowed(&x, &yv, &ops);
     out->kind = log ? RowKind::kLogSoftmax : RowKind::kSoftmax;
@@ -179,18 +176,16 @@ class Matcher {
     for (int d = leading ? 0 : axis; d < (leading ? axis : static_cast<int>(full.size())); ++d) want.push_back(d);
     return op.attrs.a == want;
   }
-  // The one user of v of kind `code` whose other operand is a broadcast (leading: of a per-row value,
-  // else of a row-shaped one) of some value; returns the op and that value.
-  bool ScaledBy(int v, OpCode code, const Dims& full, int axis, bool leading, int* op_out, int* bcast, int* src) const {
+  // The one user of v of kind `code` whose other operand is a broadcast of a row-shaped value
+  // (full[axis:], its own shape: the kernel takes no stretched size-1 dim); returns the op, the
+  // broadcast and that value.
+  bool ScaledBy(int v, OpCode code, const Dims& full, int axis, int* op_out, int* bcast, int* src) const {
     int u = Sole(v);
     if (u < 0 || g_.ops[u].code != code || g_.ops[u].operands[0] != v) return false;
     int b = g_.ops[u].operands[1];
     const Op* p = Producer(b);
-    if (!p || !Inner(b, 1) || !IsBroadcastPart(b - np_, p->operands[0], full, axis, leading)) return false;
-    // The kernel takes the part's own shape (not a size-1 dim stretched by the broadcast).
-    const Dims& src_dims = g_.TypeOf(p->operands[0]).dims;
-    if (leading ? src_dims != Dims(full.begin(), full.begin() + axis) : src_dims != Dims(full.begin() + axis, full.end()))
-      return false;
+    if (!p || !Inner(b, 1) || !IsBroadcastPart(b - np_, p->operands[0], full, axis, false)) return false;
+    if (g_.TypeOf(p->operands[0]).dims != Dims(full.begin() + axis, full.end())) return false;
     *op_out = u;
     *bcast = b - np_;
     *src = p->operands[0];
@@ -250,12 +245,12 @@ class Matcher {
     std::vector<int> ops = {i, d1, bmu, sub, sq, r2, d2, add, rs, br, scale};
     if (eps_bcast >= 0) ops.push_back(eps_bcast);
     int y = scale, w = -1, b = -1, op, bc;
-    if (ScaledBy(Value(y), OpCode::kMultiply, full, axis, false, &op, &bc, &w)) {
+    if (ScaledBy(Value(y), OpCode::kMultiply, full, axis, &op, &bc, &w)) {
       ops.push_back(bc);
       ops.push_back(op);
       y = op;
     }
-    if (ScaledBy(Value(y), OpCode::kAdd, full, axis, false, &op, &bc, &b)) {
+    if (ScaledBy(Value(y), OpCode::kAdd, full, axis, &op, &bc, &b)) {
       ops.push_back(bc);
       ops.push_back(op);
       y = op;
