@@ -249,10 +249,13 @@ bool Addressable(const View& v) {
   return DnnlType(v.dtype) != dt::undef && span == v.NumElements();
 }
 
+// A cached problem: created with user scratchpads (onednn_threads.h), so any thread may run it.
 struct Entry {
   dnnl::primitive prim;
+  dnnl::memory::desc scratch;
   dnnl::memory::desc user[3], inner[3];  // src, wei, dst
   std::optional<dnnl::reorder> reorder[3];
+  dnnl::memory::desc reorder_scratch[3];
 };
 
 // A dense channels-last view (NWC, NHWC, NDHWC) of oneDNN data type `t`, as the descriptor
@@ -278,18 +281,13 @@ struct KeyHash {
 constexpr size_t kConvCacheEntries = 256;  // bounded: eager shapes vary
 
 struct Engine {
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::engine engine = CpuEngine();
   LruCache<std::vector<int64_t>, Entry, KeyHash> cache{kConvCacheEntries};
 };
 
 Engine& GetEngine() {
   static Engine* e = new Engine();
   return *e;
-}
-
-dnnl::stream& ThreadStream(const dnnl::engine& engine) {
-  thread_local dnnl::stream stream(engine);  // oneDNN streams are not shared between threads
-  return stream;
 }
 
 // The exact problem (the cache compares it whole: no hash collisions).
@@ -338,38 +336,43 @@ std::shared_ptr<Entry> Create(const Problem& p, dt ct, const dnnl::engine& eng, 
   auto alg = dnnl::algorithm::convolution_direct;
   dnnl::convolution_forward::desc fwd(dnnl::prop_kind::forward_training, alg, any[0], any[1],
                                       any[2], p.strides, p.dilates, p.pad_l, p.pad_r);
-  dnnl::convolution_forward::primitive_desc fpd(fwd, eng);
+  const dnnl::primitive_attr attr = UserScratchpad();
+  dnnl::convolution_forward::primitive_desc fpd(fwd, attr, eng);
   if (p.path == Path::kForward) {
     if (channels_last && IsReference(fpd)) return nullptr;
     e->inner[0] = fpd.src_desc();
     e->inner[1] = fpd.weights_desc();
     e->inner[2] = fpd.dst_desc();
+    e->scratch = fpd.scratchpad_desc();
     e->prim = dnnl::convolution_forward(fpd);
   } else if (p.path == Path::kBackwardData) {
     dnnl::convolution_backward_data::desc bwd(alg, any[0], any[1], any[2], p.strides, p.dilates,
                                               p.pad_l, p.pad_r);
-    dnnl::convolution_backward_data::primitive_desc pd(bwd, eng, fpd);
+    dnnl::convolution_backward_data::primitive_desc pd(bwd, attr, eng, fpd);
     if (channels_last && IsReference(pd)) return nullptr;
     e->inner[0] = pd.diff_src_desc();
     e->inner[1] = pd.weights_desc();
     e->inner[2] = pd.diff_dst_desc();
+    e->scratch = pd.scratchpad_desc();
     e->prim = dnnl::convolution_backward_data(pd);
   } else {
     dnnl::convolution_backward_weights::desc bwd(alg, any[0], any[1], any[2], p.strides, p.dilates,
                                                  p.pad_l, p.pad_r);
-    dnnl::convolution_backward_weights::primitive_desc pd(bwd, eng, fpd);
+    dnnl::convolution_backward_weights::primitive_desc pd(bwd, attr, eng, fpd);
     if (channels_last && IsReference(pd)) return nullptr;
     e->inner[0] = pd.src_desc();
     e->inner[1] = pd.diff_weights_desc();
     e->inner[2] = pd.diff_dst_desc();
+    e->scratch = pd.scratchpad_desc();
     e->prim = dnnl::convolution_backward_weights(pd);
   }
   for (int r = 0; r < 3; ++r) {
     if (e->inner[r] == e->user[r]) continue;
     bool out = r == p.out_role();
-    e->reorder[r] =
-        out ? dnnl::reorder(dnnl::reorder::primitive_desc(eng, e->inner[r], eng, e->user[r]))
-            : dnnl::reorder(dnnl::reorder::primitive_desc(eng, e->user[r], eng, e->inner[r]));
+    auto rpd = out ? dnnl::reorder::primitive_desc(eng, e->inner[r], eng, e->user[r], attr)
+                   : dnnl::reorder::primitive_desc(eng, e->user[r], eng, e->inner[r], attr);
+    e->reorder_scratch[r] = rpd.scratchpad_desc();
+    e->reorder[r] = dnnl::reorder(rpd);
   }
   return e;
 }
@@ -405,7 +408,7 @@ Status Execute(const Problem& p) {
     }
     found = eng.cache.Insert(key, std::move(e));
   }
-  dnnl::stream& stream = ThreadStream(eng.engine);
+  dnnl::stream& stream = ThreadStream();
   const Entry& e = *found;
   const View* views[3] = {&p.src, &p.wei, &p.dst};
   static const int kArgs[3][3] = {{DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
@@ -414,20 +417,29 @@ Status Execute(const Problem& p) {
   int out = p.out_role();
   std::unordered_map<int, dnnl::memory> args;
   dnnl::memory user[3], inner[3];
+  auto no_scratch = [] { return ResourceExhausted("out of host memory for oneDNN's convolution scratchpad"); };
+  // One reorder, with this thread's scratchpad (Note in onednn_threads.h).
+  auto reorder = [&](int r, const dnnl::memory& from, const dnnl::memory& to) {
+    std::unordered_map<int, dnnl::memory> rargs{{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    if (!AddThreadScratchpad(e.reorder_scratch[r], eng.engine, rargs)) return false;
+    e.reorder[r]->execute(stream, rargs);
+    return true;
+  };
   try {
     MatchOneDnnThreads();
     for (int r = 0; r < 3; ++r) {
       user[r] = dnnl::memory(e.user[r], eng.engine, views[r]->data);
       if (e.reorder[r]) {
         inner[r] = dnnl::memory(e.inner[r], eng.engine);
-        if (r != out) e.reorder[r]->execute(stream, user[r], inner[r]);
+        if (r != out && !reorder(r, user[r], inner[r])) return no_scratch();
       } else {
         inner[r] = user[r];
       }
       args[kArgs[static_cast<int>(p.path)][r]] = inner[r];
     }
+    if (!AddThreadScratchpad(e.scratch, eng.engine, args)) return no_scratch();
     e.prim.execute(stream, args);
-    if (e.reorder[out]) e.reorder[out]->execute(stream, inner[out], user[out]);
+    if (e.reorder[out] && !reorder(out, inner[out], user[out])) return no_scratch();
     stream.wait();
   } catch (const dnnl::error& err) {
     return Internal(std::string("oneDNN convolution failed: ") + err.what());

@@ -4,6 +4,7 @@
 // Values are small multiples of 1/4, so every sum is exact and results compare with ==.
 #include <cstdint>
 #include <ostream>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -243,6 +244,22 @@ TEST_P(ConvTest, ChannelsLastBindings) {
 
 // Operands in other layouts through dimension numbers: x as NHWC, w as HWIO, y as NHWC, the input
 // bound through a strided (sliced) view. Compared with the same convolution in NCHW.
+TEST(ConvThreadsTest, ACachedPrimitiveRunsOnAnyThread) {
+  // Kernels run on the queue worker, the submitting thread or autograd's: a primitive cached on
+  // one runs on the others. A dilated convolution takes oneDNN's GEMM kernels, whose im2col
+  // scratchpad (onednn_threads.h) belonged to the creating thread before user scratchpads: run
+  // elsewhere it failed ("could not execute a primitive") or overran the heap.
+  const ConvCase k{1, 2, 3, 1, {12, 14}, {4, 3}, {2, 2}, {1, 1}, {2, 3}};
+  auto on_thread = [&] {
+    std::thread t([&] { CheckCase<float, float>(k, F, F); });
+    t.join();
+  };
+  on_thread();
+  CheckCase<float, float>(k, F, F);
+  on_thread();
+  CheckCase<float, float>(k, F, F);
+}
+
 TEST(ConvLayoutTest, DimensionNumbersAndStridedBindings) {
   const int64_t N = 2, H = 5, W = 6, C = 3, O = 4, K = 3;
   ConvCase k{N, C, O, 1, {H, W}, {K, K}, {1, 2}, {1, 1}, {1, 1}};

@@ -105,11 +105,12 @@ dnnl::memory::data_type DnnlType(DType t) {
 // A matmul primitive with its memory objects and argument map, built once per problem: a call
 // only swaps in the data pointers (building them per call cost more than a tiny product). The
 // prebuilt memory objects belong to whichever call holds `in_use`; a concurrent call of the same
-// problem (another virtual device) builds its own.
+// problem (another virtual device) builds its own. Created with a user scratchpad
+// (onednn_threads.h): any thread may run it.
 struct MatmulEntry {
   bool native = false;  // false: oneDNN has no kernel for these types on this CPU
   dnnl::matmul prim;
-  dnnl::memory::desc amd, bmd, cmd;
+  dnnl::memory::desc amd, bmd, cmd, scratch;
   std::mutex in_use;
   dnnl::memory a, b, c;
   std::unordered_map<int, dnnl::memory> args;
@@ -128,19 +129,13 @@ struct KeyHash {
 constexpr size_t kMatmulCacheEntries = 512;
 
 struct Engine {
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::engine engine = CpuEngine();
   LruCache<std::vector<int64_t>, MatmulEntry, KeyHash> cache{kMatmulCacheEntries};
 };
 
 Engine& GetEngine() {
   static Engine* e = new Engine();
   return *e;
-}
-
-// oneDNN streams are not meant to be shared between threads: one per calling thread.
-dnnl::stream& ThreadStream(const dnnl::engine& engine) {
-  thread_local dnnl::stream stream(engine);
-  return stream;
 }
 
 // One [nb, m, k] x [nb, k, n] -> contiguous [nb, m, n] product; strides in elements.
@@ -168,7 +163,8 @@ StatusOr<bool> RunMatmul(const MatmulProblem& p, void* a, void* b, void* c) {
       made->bmd = md(bdims, p.dt, p.bstr);
       made->cmd = md(cdims, p.odt, cstr);
       dnnl::matmul::desc desc(made->amd, made->bmd, made->cmd);
-      dnnl::matmul::primitive_desc pd(desc, e.engine);
+      dnnl::matmul::primitive_desc pd(desc, UserScratchpad(), e.engine);
+      made->scratch = pd.scratchpad_desc();
       made->prim = dnnl::matmul(pd);
       made->a = dnnl::memory(made->amd, e.engine, DNNL_MEMORY_NONE);
       made->b = dnnl::memory(made->bmd, e.engine, DNNL_MEMORY_NONE);
@@ -184,18 +180,26 @@ StatusOr<bool> RunMatmul(const MatmulProblem& p, void* a, void* b, void* c) {
     entry = e.cache.Insert(exact, std::move(made));
   }
   if (!entry->native) return false;
-  dnnl::stream& stream = ThreadStream(e.engine);
+  dnnl::stream& stream = ThreadStream();
   std::unique_lock<std::mutex> mine(entry->in_use, std::try_to_lock);
-  if (mine.owns_lock()) {
-    entry->a.set_data_handle(a);
-    entry->b.set_data_handle(b);
-    entry->c.set_data_handle(c);
-    entry->prim.execute(stream, entry->args);
-  } else {
-    dnnl::memory am(entry->amd, e.engine, a), bm(entry->bmd, e.engine, b), cm(entry->cmd, e.engine, c);
-    entry->prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  const char* no_scratch = "out of host memory for oneDNN's matmul scratchpad";
+  try {
+    if (mine.owns_lock()) {
+      entry->a.set_data_handle(a);
+      entry->b.set_data_handle(b);
+      entry->c.set_data_handle(c);
+      if (!AddThreadScratchpad(entry->scratch, e.engine, entry->args)) return ResourceExhausted(no_scratch);
+      entry->prim.execute(stream, entry->args);
+    } else {
+      dnnl::memory am(entry->amd, e.engine, a), bm(entry->bmd, e.engine, b), cm(entry->cmd, e.engine, c);
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
+      if (!AddThreadScratchpad(entry->scratch, e.engine, args)) return ResourceExhausted(no_scratch);
+      entry->prim.execute(stream, args);
+    }
+    stream.wait();
+  } catch (const dnnl::error& err) {
+    return Internal(std::string("oneDNN matmul failed: ") + err.what());
   }
-  stream.wait();
   return true;
 }
 
