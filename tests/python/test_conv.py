@@ -86,6 +86,19 @@ def test_conv_transpose2d_matches_cpu(mode, no_fallback, stride, padding, output
                                               dilation=dilation, groups=groups), [x, w, b], F32)
 
 
+def test_one_problem_from_programs_that_run_on_different_threads(mode, no_fallback):
+    """The same oneDNN problem reached by a program the queue worker runs (conv + bias) and by one
+    the submitting thread runs (no bias), alternately: a dilated transposed convolution takes
+    oneDNN's GEMM kernels, whose scratchpad must be the running thread's (onednn_threads.h);
+    before user scratchpads the second run failed or overran the heap."""
+    g = torch.Generator().manual_seed(5)
+    x, w, b = torch.randn(1, 1, 4, 5, generator=g), torch.randn(1, 1, 4, 3, generator=g), torch.randn(1, generator=g)
+    kw = dict(stride=2, padding=1, output_padding=1, dilation=(2, 3))
+    for bias in (b, None, b, None):
+        args = [x, w] if bias is None else [x, w, bias]
+        check_grads(lambda *t: F.conv_transpose2d(*t, **kw), args, F32)
+
+
 def test_conv_transpose1d(mode, no_fallback):
     g = torch.Generator().manual_seed(3)
     x, w = _randn(2, 3, 7, gen=g), _randn(3, 5, 4, gen=g)
