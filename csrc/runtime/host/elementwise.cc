@@ -586,6 +586,7 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
       }
     }
   }
+  const bool composites = !region.composite.empty();
   ForEachTile(dims, operands, [&](const int64_t* off, int64_t len) {
     alignas(64) thread_local static char storage[kMaxRegionValues][kTile * 8];
     void* regs[kMaxRegionValues];
@@ -615,6 +616,9 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
       }
     }
     for (int i = 0; i < nops; ++i) {
+      using C = FusedRegion::Composite;
+      const C composite = composites ? region.composite[i] : C::kNone;
+      if (composite == C::kCovered) continue;  // only its chain reads it (Note [Region composites])
       const Op& op = g.ops[region.ops[i]];
       int slot = nin + i;
       void* out = storage[slot];
@@ -622,10 +626,14 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
         const Operand& o = operands[nin + direct_out];
         out = o.base + off[nin + direct_out] * o.elem;
       }
-      const void* in[3];
-      const auto& slots = region.operand_slots[i];
-      for (size_t j = 0; j < slots.size(); ++j) in[j] = regs[slots[j]];
-      (void)RunOp(g, op, in, out, len);  // every op was checked above
+      if (composite == C::kGeluErf) {
+        GeluErfF32Simd(static_cast<const float*>(regs[region.composite_input[i]]), static_cast<float*>(out), len);
+      } else {
+        const void* in[3];
+        const auto& slots = region.operand_slots[i];
+        for (size_t j = 0; j < slots.size(); ++j) in[j] = regs[slots[j]];
+        (void)RunOp(g, op, in, out, len);  // every op was checked above
+      }
       regs[slot] = out;
     }
     for (int k = 0; k < nout; ++k) {

@@ -1,5 +1,6 @@
 #include "runtime/host/elementwise_simd.h"
 
+#include <cmath>
 #include <limits>
 
 #undef HWY_TARGET_INCLUDE
@@ -101,6 +102,44 @@ HWY_INLINE V Erf(D d, V x) {
   large = hn::CopySign(large, x);
   V r = hn::IfThenElse(hn::Lt(ax, hn::Set(d, 1.0f)), small, large);
   return hn::IfThenElse(hn::IsNaN(x), x, r);
+}
+
+// gelu(x) = x/2 * erfc(z), z = -x/sqrt(2), in one pass (Note [Region composites], composite.cc).
+// The op-by-op chain computes 1 + erf(-z): for x < -2 that cancels (1 - 0.998...) and loses up to
+// about 10 bits. Here erfc is computed directly: erfc(|z|) = exp(|z| * S(u)), u = |z|/2 - 1,
+// S of degree 11 fitted (least squares on Chebyshev nodes, toward minimax) to log(erfc(z))/z on
+// [0, 4] (within 1.1e-8); erfc(z) = 2 - erfc(|z|) for z < 0. For x >= 0 the result is within
+// 3 ulp; for x < 0 it is exp(t), t = log(erfc(z)) rounded to float32, so within about
+// |t| * 1.2e-7 relative (2e-6 at x = -4 sqrt(2), where erfc(4) = 1.5e-8) where the chain loses
+// up to 10 bits; below -4 sqrt(2) the exact value is under 4.4e-8 in magnitude and the kernel
+// returns -0, as the chain does. gelu(-inf) = 0, gelu(inf) = inf, NaN
+// stays NaN (elementwise_simd_test.cc checks all of it against double).
+template <class D, class V>
+HWY_INLINE V GeluErf(D d, V x) {
+  const V z = hn::Mul(x, hn::Set(d, static_cast<float>(-M_SQRT1_2)));
+  const V az = hn::Min(hn::Abs(z), hn::Set(d, 4.0f));  // (Min(NaN, 4) is 4 here: x stays NaN below)
+  const V u = hn::MulAdd(az, hn::Set(d, 0.5f), hn::Set(d, -1.0f));
+  V s = hn::Set(d, -1.631671875657048e-05f);
+  s = hn::MulAdd(s, u, hn::Set(d, 0.0001024153534672223f));
+  s = hn::MulAdd(s, u, hn::Set(d, -0.0002253218844998628f));
+  s = hn::MulAdd(s, u, hn::Set(d, 0.00024307794228661805f));
+  s = hn::MulAdd(s, u, hn::Set(d, 3.918494621757418e-05f));
+  s = hn::MulAdd(s, u, hn::Set(d, -0.0013412802945822477f));
+  s = hn::MulAdd(s, u, hn::Set(d, 0.0056578549556434155f));
+  s = hn::MulAdd(s, u, hn::Set(d, -0.017383895814418793f));
+  s = hn::MulAdd(s, u, hn::Set(d, 0.045952096581459045f));
+  s = hn::MulAdd(s, u, hn::Set(d, -0.1118115559220314f));
+  s = hn::MulAdd(s, u, hn::Set(d, -1.7356902360916138f));
+  s = hn::MulAdd(s, u, hn::Set(d, -2.6824705600738525f));
+  const V e = hn::Exp(d, hn::Mul(az, s));  // the argument is in [-17.8, 0]: inside Exp's range
+  const V erfc = hn::IfThenElse(hn::Lt(z, hn::Zero(d)), hn::Sub(hn::Set(d, 2.0f), e), e);
+  V r = hn::Mul(hn::Mul(x, hn::Set(d, 0.5f)), erfc);
+  r = hn::IfThenElse(hn::Gt(z, hn::Set(d, 4.0f)), hn::CopySign(hn::Zero(d), x), r);
+  return hn::IfThenElse(hn::Eq(x, hn::Set(d, -std::numeric_limits<float>::infinity())), hn::Zero(d), r);
+}
+
+void GeluErfF32(const float* x, float* out, int64_t n) {
+  Map1(x, out, n, [](auto d, auto v) { return GeluErf(d, v); });
 }
 
 bool UnaryF32(int code_int, const float* a, float* out, int64_t n) {
@@ -254,6 +293,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace tpu::host {
 HWY_EXPORT(UnaryF32);
+HWY_EXPORT(GeluErfF32);
 HWY_EXPORT(ShiftExpF32);
 HWY_EXPORT(ScalarF32);
 HWY_EXPORT(BinaryF32);
@@ -276,6 +316,7 @@ void SelectF32Simd(const int32_t* p, const float* a, const float* b, float* out,
   HWY_DYNAMIC_DISPATCH(SelectF32)(p, a, b, out, n);
 }
 
+void GeluErfF32Simd(const float* x, float* out, int64_t n) { HWY_DYNAMIC_DISPATCH(GeluErfF32)(x, out, n); }
 bool UnaryF32Simd(OpCode code, const float* a, float* out, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(UnaryF32)(static_cast<int>(code), a, out, n);
 }

@@ -20,6 +20,8 @@ bool CompareF32Simd(CompareDirection dir, const float* a, const float* b, int32_
 void ShiftExpF32Simd(const float* x, float m, float* s, float* e, int64_t n);
 // out[i] = a[i] <op> c for subtract, multiply, divide (false for other ops); out may be a.
 bool ScalarF32Simd(OpCode code, const float* a, float c, float* out, int64_t n);
+// out[i] = gelu(x[i]) (the erf form), in one pass: Note [Region composites]; out may be x.
+void GeluErfF32Simd(const float* x, float* out, int64_t n);
 // out[i] = p[i] ? a[i] : b[i]
 void SelectF32Simd(const int32_t* p, const float* a, const float* b, float* out, int64_t n);
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -58,6 +59,49 @@ TEST(ElementwiseSimd, ErfWithinFourUlpOnADenseGrid) {
     ASSERT_LE(std::fabs(out[i] - want), 4 * ulp) << "erf(" << x[i] << ") = " << out[i] << ", want " << want;
   }
   ExpectLikeStd(OpCode::kErf, [](float v) { return std::erf(v); }, {-kInf, kInf, kNaN, 0.f, -0.f});
+}
+
+TEST(ElementwiseSimd, GeluErfAgainstDoubleOnADenseGrid) {
+  // Every 1/4096 in [-8, 8] against x/2 * erfc(-x/sqrt 2) in double (Note [Region composites]).
+  // x >= 0: within 3 ulp. -4 sqrt(2) <= x < 0: the kernel's erfc is exp(t), t = log(erfc(z)), and
+  // t carries float32 rounding (about 1.2e-7 relative), which exp turns into |t| * 1.2e-7 relative
+  // error of the result: bounded by 4e-7 * (1 + |t|), twice the rounding model (which leaves
+  // room for the float32 exp's own error). Below -4 sqrt(2): -0, for an exact value under 4.4e-8.
+  std::vector<float> x;
+  for (int i = -8 * 4096; i <= 8 * 4096; ++i) x.push_back(static_cast<float>(i) / 4096.0f);
+  for (float v : {1e-30f, -1e-30f, 1e-8f, -1e-8f, 5.656854f, -5.656854f, -5.6568546f, 100.f, 3e38f}) x.push_back(v);
+  std::vector<float> out(x.size());
+  GeluErfF32Simd(x.data(), out.data(), static_cast<int64_t>(x.size()));
+  double worst_ulp = 0, worst_rel = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i], ec = std::erfc(-v / std::sqrt(2.0)), want = 0.5 * v * ec;
+    const float aw = static_cast<float>(std::fabs(want));
+    const double ulp = std::nextafter(aw, kInf) - aw;
+    if (v >= 0) {
+      ASSERT_LE(std::fabs(out[i] - want), 3 * ulp) << "gelu(" << x[i] << ") = " << out[i] << ", want " << want;
+      worst_ulp = std::max(worst_ulp, std::fabs(out[i] - want) / ulp);
+    } else if (v >= -4 * std::sqrt(2.0)) {
+      const double rel = std::fabs(out[i] - want) / std::fabs(want), t = std::fabs(std::log(ec));
+      ASSERT_LE(rel, 4e-7 * (1 + t)) << "gelu(" << x[i] << ") = " << out[i] << ", want " << want;
+      worst_rel = std::max(worst_rel, rel / (1 + t));
+    } else {
+      // (-x / sqrt 2 may round to 4 exactly just below -4 sqrt(2): then the value is computed.)
+      const double t = std::fabs(std::log(ec));
+      ASSERT_LT(std::fabs(want), 4.4e-8) << x[i];
+      ASSERT_TRUE((out[i] == 0.0f && std::signbit(out[i])) || std::fabs(out[i] - want) <= 4e-7 * (1 + t) * std::fabs(want))
+          << "gelu(" << x[i] << ") = " << out[i];
+    }
+  }
+  std::printf("gelu (erf form): worst %.2f ulp for x >= 0, %.2e * (1 + |t|) relative below\n", worst_ulp, worst_rel);
+  const std::vector<float> specials = {-kInf, kInf, kNaN, 0.f, -0.f};
+  std::vector<float> got(specials.size());
+  GeluErfF32Simd(specials.data(), got.data(), static_cast<int64_t>(specials.size()));
+  EXPECT_EQ(got[0], 0.0f);  // gelu(-inf) = 0, the limit (the lowering's select)
+  EXPECT_FALSE(std::signbit(got[0]));
+  EXPECT_EQ(got[1], kInf);
+  EXPECT_TRUE(std::isnan(got[2]));
+  EXPECT_EQ(got[3], 0.0f);
+  EXPECT_EQ(got[4], 0.0f);
 }
 
 TEST(ElementwiseSimd, CompareAndSelectLikeScalarIeee) {

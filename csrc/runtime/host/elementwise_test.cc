@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/options.h"
 #include "runtime/host/host_test_util.h"
 
 namespace tpu::host::testing {
@@ -382,6 +383,126 @@ TEST(ElementwiseTest, IntegerArithmeticWraps) {
   std::vector<int64_t> vv = {std::numeric_limits<int64_t>::max(), 2}, sum(1);
   ASSERT_TRUE(RunProgram(s, Bindings(Bind(vv, DType::kI64, {2})), Bindings(Bind(sum, DType::kI64, {}))).ok());
   EXPECT_EQ(sum[0], std::numeric_limits<int64_t>::min() + 1);
+}
+
+// gelu's erf-form chain as csrc/torch/lower/activation.cc emits it (Note [Region composites]).
+int GeluChain(Builder& b, int x) {
+  int half = b.Binary(OpCode::kMultiply, x, b.ScalarLike(0.5, x));
+  int cdf2 = b.Binary(OpCode::kAdd, b.ScalarLike(1.0, x),
+                      b.Unary(OpCode::kErf, b.Binary(OpCode::kMultiply, x, b.ScalarLike(M_SQRT1_2, x))));
+  int r = b.Binary(OpCode::kMultiply, half, cdf2);
+  return b.Select(b.Compare(CompareDirection::kEQ, x, b.ScalarLike(-INFINITY, x)), b.ScalarLike(0.0, x), r);
+}
+
+// Which composites the plan of `b` runs, by kind (empty: none matched).
+std::vector<FusedRegion::Composite> CompositesOf(const ExecutablePtr& exe) {
+  std::vector<FusedRegion::Composite> out;
+  const auto* host = static_cast<const HostExecutable*>(exe.get());
+  for (const FusedRegion& r : host->regions)
+    for (FusedRegion::Composite c : r.composite)
+      if (c != FusedRegion::Composite::kNone && c != FusedRegion::Composite::kCovered) out.push_back(c);
+  return out;
+}
+
+TEST(ElementwiseTest, GeluChainRunsAsOneKernelAndMatchesTheChain) {
+  const int64_t n = 70001;  // several tiles and a tail
+  std::vector<float> xv(n);
+  for (int64_t i = 0; i < n; ++i) xv[i] = -7.0f + 14.0f * static_cast<float>(i) / (n - 1);
+  xv[0] = -INFINITY;
+  xv[1] = INFINITY;
+  xv[2] = NAN;
+  xv[3] = -0.0f;
+  std::vector<float> on(n), off(n), extra(n);
+  for (bool composites : {true, false}) {
+    SCOPED_TRACE(composites);
+    ASSERT_TRUE(Options::Get().Set("host_composites", composites ? "1" : "0").ok());
+    Builder b;
+    int x = b.Param(T(DType::kF32, {n}));
+    b.Result(b.Unary(OpCode::kNegate, GeluChain(b, b.Unary(OpCode::kAbs, b.Unary(OpCode::kNegate, x)))));
+    b.Result(GeluChain(b, x));
+    auto exe = CompileBuilder(b);
+    ASSERT_NE(exe, nullptr);
+    // Two chains, one inside a longer region (its x an intermediate, its result read on).
+    EXPECT_EQ(CompositesOf(exe).size(), composites ? 2u : 0u);
+    ASSERT_TRUE(RunExe(exe, Bindings(Bind(xv, DType::kF32, {n})),
+                       Bindings(Bind(extra, DType::kF32, {n}), Bind(composites ? on : off, DType::kF32, {n})))
+                    .ok());
+    for (int64_t i = 0; i < n; ++i) {
+      const float ax = std::fabs(xv[i]);
+      const double want = -(0.5 * ax * std::erfc(-ax / M_SQRT2));
+      if (std::isnan(xv[i])) {
+        ASSERT_TRUE(std::isnan(extra[i]));
+      } else if (std::isinf(xv[i])) {
+        ASSERT_EQ(extra[i], -INFINITY);
+      } else {
+        ASSERT_NEAR(extra[i], want, 3e-7 * std::fabs(want)) << xv[i];  // x >= 0: within 3 ulp
+      }
+    }
+  }
+  ASSERT_TRUE(Options::Get().Set("host_composites", "1").ok());
+  // The kernel against double, and the chain too: the chain's 1 + erf cancels for x < -2, so it
+  // is judged there only absolutely (erf's float32 error, about 6e-8, times |x| / 2).
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = xv[i], ec = std::erfc(-v / M_SQRT2), want = 0.5 * v * ec;
+    if (std::isnan(xv[i])) {
+      ASSERT_TRUE(std::isnan(on[i]) && std::isnan(off[i]));
+      continue;
+    }
+    if (std::isinf(xv[i])) {
+      ASSERT_EQ(on[i], xv[i] > 0 ? xv[i] : 0.0f);
+      ASSERT_EQ(off[i], on[i]);
+      continue;
+    }
+    const double tol = v >= 0 ? 3e-7 * std::fabs(want) : 4e-7 * (1 + std::fabs(std::log(ec))) * std::fabs(want);
+    ASSERT_LE(std::fabs(on[i] - want), v < -4 * M_SQRT2 ? 4.4e-8 : tol) << "gelu(" << v << ") = " << on[i];
+    ASSERT_LE(std::fabs(off[i] - want), std::max(tol, 0.5 * std::fabs(v) * 1.2e-7)) << "chain gelu(" << v << ") = " << off[i];
+  }
+}
+
+TEST(ElementwiseTest, AGeluChainWithAnIntermediateReadElsewhereKeepsItsOps) {
+  // The erf is also a result: the kernel would not produce it, so the ops run one by one.
+  const int64_t n = 1000;
+  Builder b;
+  int x = b.Param(T(DType::kF32, {n}));
+  int y = GeluChain(b, x);
+  int erf = b.Binary(OpCode::kAdd, b.Unary(OpCode::kErf, b.Binary(OpCode::kMultiply, x, b.ScalarLike(M_SQRT1_2, x))),
+                     b.ScalarLike(0.0, x));
+  b.Result(y);
+  b.Result(erf);
+  auto exe = CompileBuilder(b);
+  ASSERT_NE(exe, nullptr);
+  // (The second erf is a separate op: the first one's users are the chain alone, so it matches.)
+  EXPECT_EQ(CompositesOf(exe).size(), 1u);
+  // Other constants than the lowering's, or float64: no composite.
+  for (DType dt : {DType::kF32, DType::kF64}) {
+    Builder b2;
+    int x2 = b2.Param(T(dt, {n}));
+    int half = b2.Binary(OpCode::kMultiply, x2, b2.ScalarLike(dt == DType::kF32 ? 0.25 : 0.5, x2));
+    int cdf2 = b2.Binary(OpCode::kAdd, b2.ScalarLike(1.0, x2),
+                         b2.Unary(OpCode::kErf, b2.Binary(OpCode::kMultiply, x2, b2.ScalarLike(M_SQRT1_2, x2))));
+    b2.Result(b2.Select(b2.Compare(CompareDirection::kEQ, x2, b2.ScalarLike(-INFINITY, x2)), b2.ScalarLike(0.0, x2),
+                        b2.Binary(OpCode::kMultiply, half, cdf2)));
+    auto exe2 = CompileBuilder(b2);
+    ASSERT_NE(exe2, nullptr);
+    EXPECT_TRUE(CompositesOf(exe2).empty()) << DTypeName(dt);
+  }
+  // A bfloat16 gelu computes in float32 between its converts: it matches.
+  Builder b3;
+  int x3 = b3.Param(T(DType::kBF16, {n}));
+  b3.Result(b3.Convert(GeluChain(b3, b3.Convert(x3, DType::kF32)), DType::kBF16));
+  auto exe3 = CompileBuilder(b3);
+  ASSERT_NE(exe3, nullptr);
+  EXPECT_EQ(CompositesOf(exe3).size(), 1u);
+  std::vector<uint16_t> in(n), out(n);
+  for (int64_t i = 0; i < n; ++i) in[i] = ToBf16(-6.0f + 12.0f * static_cast<float>(i) / n);
+  ASSERT_TRUE(RunExe(exe3, Bindings(Bind(in, DType::kBF16, {n})), Bindings(Bind(out, DType::kBF16, {n}))).ok());
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = FromBf16(in[i]), want = 0.5 * v * std::erfc(-v / M_SQRT2);
+    // bf16 rounding of the result: half an ulp of 2^-8 relative, plus the kernel's float32 error;
+    // below -4 sqrt(2) the kernel's -0 (the exact value is under 4.4e-8 there).
+    ASSERT_LE(std::fabs(FromBf16(out[i]) - want), std::fabs(want) * (1.0 / 256 + 3e-6) + (v < -4 * M_SQRT2 ? 4.4e-8 : 0))
+        << v;
+  }
 }
 
 }  // namespace

@@ -122,7 +122,10 @@ std::string StepName(const HostExecutable& e, const Step& st, const std::vector<
   if (st.kind == StepKind::kFused) {
     // Small regions are named by their ops and shape: they are the ones fusion did not grow.
     const FusedRegion& r = e.regions[st.index];
-    std::string n = "fused region (" + std::to_string(r.ops.size()) + " ops)";
+    std::string n = "fused region (" + std::to_string(r.ops.size()) + " ops";
+    for (FusedRegion::Composite c : r.composite)
+      if (c == FusedRegion::Composite::kGeluErf) n += ", gelu";
+    n += ")";
     if (r.ops.size() <= 3) {
       n += ":";
       for (int o : r.ops) n += std::string(" ") + OpName(e.graph.ops[o].code);

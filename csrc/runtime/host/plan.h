@@ -24,7 +24,18 @@ struct FusedRegion {
   // Register slots (inputs first, then one per op), precomputed so a launch does no lookups.
   std::vector<SmallVector<int, 4>> operand_slots;  // per op
   std::vector<int> output_slots;                   // per output
+  // Note [Region composites] (composite.cc): op chains inside the region that one kernel computes.
+  // Per op, empty when the region has none: kCovered ops do not run (only the chain reads their
+  // values), and the composite op at a chain's last op computes that op's value from the slot
+  // composite_input names.
+  enum class Composite : uint8_t { kNone, kCovered, kGeluErf };
+  std::vector<Composite> composite;
+  std::vector<int> composite_input;
 };
+
+// Finds the region's composites (Note [Region composites]); AssignRegionSlots calls it, and so
+// does reading a stored plan. Fills region.composite and composite_input, or leaves them empty.
+void MatchComposites(const Graph& g, FusedRegion& region);
 
 // A chain of ops that one row kernel computes (Note [Row chains], row_match.cc).
 enum class RowKind : uint8_t { kSoftmax, kLogSoftmax, kLayerNorm, kSoftmaxBackward, kLogSoftmaxBackward };

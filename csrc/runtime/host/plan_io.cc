@@ -111,6 +111,7 @@ StatusOr<std::shared_ptr<const HostExecutable>> DeserializePlan(const std::strin
     for (int op : reg.ops)
       if (op < 0 || !IsElementwise(g.ops[op].code) || g.ops[op].type.dims != reg.shape)
         return InvalidArgument("corrupt plan: a region op that does not belong in it");
+    MatchComposites(g, reg);  // not stored: matched again, like the row steps
   }
   uint64_t nrows;
   TPU_RETURN_IF_ERROR(r.U64(&nrows));

@@ -93,6 +93,7 @@ void AssignRegionSlots(const Graph& g, FusedRegion& region) {
   }
   region.output_slots.clear();
   for (int v : region.outputs) region.output_slots.push_back(slot_of(v));
+  MatchComposites(g, region);
 }
 
 Status PlanExecutable(HostExecutable& exe) {

@@ -1,0 +1,140 @@
+// Note [Region composites]: some lowerings emit a function as a chain of elementwise ops that the
+// planner fuses into one region, where each op still makes its own pass over every tile. gelu's
+// erf form (csrc/torch/lower/activation.cc) is seven: mul(x, 1/sqrt 2), erf, add 1, mul(x, 0.5),
+// mul, compare x == -inf, select 0. The host executor runs such a chain, when it finds it exactly
+// inside a region, as one kernel at the chain's last op (elementwise_simd.cc GeluErf): one pass
+// over the tile, no intermediate stores, and no 1 + erf cancellation for negative x. Found
+// exactly means: every intermediate read only by the chain and no result, the constants the
+// lowering uses (as float32), float32 compute (a bf16 gelu computes in float32 between its
+// converts, which stay ops of the region). Anything else keeps the ops, so a near miss costs
+// speed, never correctness. The chain's values are the region's slots as before; its covered ops
+// simply do not run. Backends that lower the IR themselves (PJRT) see the chain unchanged; option
+// host_composites turns the matching off, for comparing.
+#include <cmath>
+
+#include "base/options.h"
+#include "runtime/host/plan.h"
+
+namespace tpu::host {
+namespace {
+
+class RegionMatcher {
+ public:
+  RegionMatcher(const Graph& g, const FusedRegion& r) : g_(g), np_(g.num_params()) {
+    users_.assign(g.num_values(), 0);
+    for (const Op& op : g.ops) {
+      // Each op counts once per value it reads (select(p, x, x) reads x once).
+      for (size_t k = 0; k < op.operands.size(); ++k) {
+        bool seen = false;
+        for (size_t j = 0; j < k; ++j) seen |= op.operands[j] == op.operands[k];
+        if (!seen) ++users_[op.operands[k]];
+      }
+    }
+    result_.assign(g.num_values(), false);
+    for (int v : g.results) result_[v] = true;
+    index_.assign(g.ops.size(), -1);
+    for (size_t i = 0; i < r.ops.size(); ++i) index_[r.ops[i]] = static_cast<int>(i);
+  }
+
+  // The region position of the op producing v, or -1 (an input, a parameter).
+  int InRegion(int v) const { return v < np_ ? -1 : index_[v - np_]; }
+  const Op* Producer(int v) const { return v < np_ ? nullptr : &g_.ops[v - np_]; }
+
+  // v (produced in the region) is read by exactly `n` ops and is no result.
+  bool Inner(int v, int n) const { return InRegion(v) >= 0 && !result_[v] && users_[v] == n; }
+
+  // v is a float32 constant equal to `value` (as float32), or a broadcast of one.
+  bool IsConstant(int v, double value) const {
+    const Op* p = Producer(v);
+    if (p && p->code == OpCode::kBroadcastInDim && p->attrs.a.empty()) p = Producer(p->operands[0]);
+    if (!p || p->code != OpCode::kConstant || p->type.dtype != DType::kF32 || p->type.rank() != 0) return false;
+    return static_cast<float>(p->attrs.f) == static_cast<float>(value);
+  }
+
+  // Op at v is `code` with operands {a, c} in either order, where c is the constant `value`; sets a.
+  bool WithConstant(int v, OpCode code, double value, int* a) const {
+    const Op* p = Producer(v);
+    if (!p || p->code != code || p->operands.size() != 2) return false;
+    for (int k : {0, 1})
+      if (IsConstant(p->operands[1 - k], value)) {
+        *a = p->operands[k];
+        return true;
+      }
+    return false;
+  }
+
+  // gelu, erf form, ending at the select `s` (Note [Region composites]); sets x and the covered ops.
+  bool GeluErf(int s, int* x, std::vector<int>* covered) const {
+    const Op& sel = g_.ops[s];
+    if (sel.code != OpCode::kSelect || sel.type.dtype != DType::kF32) return false;
+    const int q = sel.operands[0], r = sel.operands[2];
+    if (!IsConstant(sel.operands[1], 0.0) || !Inner(q, 1) || !Inner(r, 1)) return false;
+    const Op& cmp = *Producer(q);
+    if (cmp.code != OpCode::kCompare || cmp.attrs.kind != static_cast<int64_t>(CompareDirection::kEQ) ||
+        !IsConstant(cmp.operands[1], -INFINITY))
+      return false;
+    *x = cmp.operands[0];
+    if (g_.TypeOf(*x).dtype != DType::kF32) return false;
+    // r = h * a, h = x * 0.5, a = 1 + erf(m), m = x * (1/sqrt 2)
+    const Op& mul = *Producer(r);
+    if (mul.code != OpCode::kMultiply) return false;
+    int h = mul.operands[0], a = mul.operands[1], hx, e, m, mx;
+    if (!Inner(h, 1) || !Inner(a, 1) || !WithConstant(h, OpCode::kMultiply, 0.5, &hx) || hx != *x) return false;
+    if (!WithConstant(a, OpCode::kAdd, 1.0, &e) || !Inner(e, 1) || Producer(e)->code != OpCode::kErf) return false;
+    m = Producer(e)->operands[0];
+    if (!Inner(m, 1) || !WithConstant(m, OpCode::kMultiply, M_SQRT1_2, &mx) || mx != *x) return false;
+    for (int v : {r, h, a, e, m})  // (q is the compare's bool)
+      if (g_.TypeOf(v).dtype != DType::kF32) return false;
+    *covered = {q - np_, r - np_, h - np_, a - np_, e - np_, m - np_};
+    return true;
+  }
+
+ private:
+  const Graph& g_;
+  const int np_;
+  std::vector<int> users_;
+  std::vector<bool> result_;
+  std::vector<int> index_;  // graph op -> its position in the region (-1: not in it)
+};
+
+}  // namespace
+
+void MatchComposites(const Graph& g, FusedRegion& region) {
+  region.composite.clear();
+  region.composite_input.clear();
+  if (!Flags().host_composites) return;
+  bool any = false;  // only regions with a candidate pay for the use counts
+  for (int i : region.ops) any |= g.ops[i].code == OpCode::kErf;
+  if (!any) return;
+  RegionMatcher m(g, region);
+  const int nin = static_cast<int>(region.inputs.size());
+  const int np = g.num_params();
+  std::vector<FusedRegion::Composite> kind(region.ops.size(), FusedRegion::Composite::kNone);
+  std::vector<int> input(region.ops.size(), -1);
+  bool found = false;
+  for (size_t i = 0; i < region.ops.size(); ++i) {
+    int x;
+    std::vector<int> covered;
+    if (!m.GeluErf(region.ops[i], &x, &covered)) continue;
+    int slot = m.InRegion(x) >= 0 ? nin + m.InRegion(x) : -1;
+    for (int k = 0; slot < 0 && k < nin; ++k)
+      if (region.inputs[k] == x) slot = k;
+    if (slot < 0) continue;  // (x always has a slot in a region that reads it)
+    bool free = true;  // no op of the chain already in another composite
+    for (int op : covered) free &= kind[m.InRegion(np + op)] == FusedRegion::Composite::kNone;
+    if (!free) continue;
+    for (int op : covered) kind[m.InRegion(np + op)] = FusedRegion::Composite::kCovered;
+    kind[i] = FusedRegion::Composite::kGeluErf;
+    input[i] = slot;
+    found = true;
+  }
+  if (!found) return;
+  // A region output is never a covered op's value (each is read inside the chain only and is no
+  // result); checked here too, so a planner change cannot make a composite drop a value.
+  for (int s : region.output_slots)
+    if (s >= nin && kind[s - nin] == FusedRegion::Composite::kCovered) return;
+  region.composite = std::move(kind);
+  region.composite_input = std::move(input);
+}
+
+}  // namespace tpu::host
