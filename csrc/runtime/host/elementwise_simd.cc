@@ -104,6 +104,29 @@ HWY_INLINE V Erf(D d, V x) {
   return hn::IfThenElse(hn::IsNaN(x), x, r);
 }
 
+// exp(t) / 2 for t in [-18, 0]: the composite's own, a third of Highway's general Exp (which
+// clamps, splits the scaling in two and handles underflow: none of it needed here).
+// t = n ln2 + r, |r| <= ln2/2, n = round(t / ln2) by the 1.5 * 2^23 rounding trick (k's low
+// mantissa bits hold n); e^r by a degree-6 polynomial (least squares on Chebyshev nodes, within
+// 1.05 ulp in float32 with its rounding), its coefficients halved; 2^n by adding n to the
+// exponent bits (n >= -26: the result stays normal).
+template <class D, class V>
+HWY_INLINE V HalfExpNonPositive(D d, V t) {
+  const hn::RebindToSigned<D> di;
+  const V k = hn::MulAdd(t, hn::Set(d, 1.44269504088896341f), hn::Set(d, 12582912.0f));
+  const V n = hn::Sub(k, hn::Set(d, 12582912.0f));
+  V r = hn::MulAdd(n, hn::Set(d, -0.693145751953125f), t);
+  r = hn::MulAdd(n, hn::Set(d, -1.428606765330187e-06f), r);
+  V p = hn::Set(d, 0.5f * 0.0013746218755841255f);
+  p = hn::MulAdd(p, r, hn::Set(d, 0.5f * 0.008370347321033478f));
+  p = hn::MulAdd(p, r, hn::Set(d, 0.5f * 0.04166976362466812f));
+  p = hn::MulAdd(p, r, hn::Set(d, 0.5f * 0.16666506230831146f));
+  p = hn::MulAdd(p, r, hn::Set(d, 0.5f * 0.49999988079071045f));
+  p = hn::MulAdd(p, r, hn::Set(d, 0.5f));
+  p = hn::MulAdd(p, r, hn::Set(d, 0.5f));
+  return hn::BitCast(d, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::BitCast(di, k))));
+}
+
 // gelu(x) = x/2 * erfc(z), z = -x/sqrt(2), in one pass (Note [Region composites], composite.cc).
 // The op-by-op chain computes 1 + erf(-z): for x < -2 that cancels (1 - 0.998...) and loses up to
 // about 10 bits. Here erfc is computed directly: erfc(|z|) = exp(|z| * S(u)), u = |z|/2 - 1,
@@ -112,12 +135,12 @@ HWY_INLINE V Erf(D d, V x) {
 // 3 ulp; for x < 0 it is exp(t), t = log(erfc(z)) rounded to float32, so within about
 // |t| * 1.2e-7 relative (2e-6 at x = -4 sqrt(2), where erfc(4) = 1.5e-8) where the chain loses
 // up to 10 bits; below -4 sqrt(2) the exact value is under 4.4e-8 in magnitude and the kernel
-// returns -0, as the chain does. gelu(-inf) = 0, gelu(inf) = inf, NaN
-// stays NaN (elementwise_simd_test.cc checks all of it against double).
+// returns -0, as the chain does. gelu(-inf) = 0, gelu(inf) = inf, NaN stays NaN
+// (elementwise_simd_test.cc checks all of it against double). About 36 vector ops a vector.
 template <class D, class V>
 HWY_INLINE V GeluErf(D d, V x) {
   const V z = hn::Mul(x, hn::Set(d, static_cast<float>(-M_SQRT1_2)));
-  const V az = hn::Min(hn::Abs(z), hn::Set(d, 4.0f));  // (Min(NaN, 4) is 4 here: x stays NaN below)
+  const V az = hn::Min(hn::Abs(z), hn::Set(d, 4.0f));  // (Min(NaN, 4) may be 4: x stays NaN below)
   const V u = hn::MulAdd(az, hn::Set(d, 0.5f), hn::Set(d, -1.0f));
   V s = hn::Set(d, -1.631671875657048e-05f);
   s = hn::MulAdd(s, u, hn::Set(d, 0.0001024153534672223f));
@@ -131,11 +154,10 @@ HWY_INLINE V GeluErf(D d, V x) {
   s = hn::MulAdd(s, u, hn::Set(d, -0.1118115559220314f));
   s = hn::MulAdd(s, u, hn::Set(d, -1.7356902360916138f));
   s = hn::MulAdd(s, u, hn::Set(d, -2.6824705600738525f));
-  const V e = hn::Exp(d, hn::Mul(az, s));  // the argument is in [-17.8, 0]: inside Exp's range
-  const V erfc = hn::IfThenElse(hn::Lt(z, hn::Zero(d)), hn::Sub(hn::Set(d, 2.0f), e), e);
-  V r = hn::Mul(hn::Mul(x, hn::Set(d, 0.5f)), erfc);
-  r = hn::IfThenElse(hn::Gt(z, hn::Set(d, 4.0f)), hn::CopySign(hn::Zero(d), x), r);
-  return hn::IfThenElse(hn::Eq(x, hn::Set(d, -std::numeric_limits<float>::infinity())), hn::Zero(d), r);
+  const V e = HalfExpNonPositive(d, hn::Mul(az, s));  // erfc(|z|) / 2; the argument is in [-17.8, 0]
+  V phi = hn::IfThenElse(hn::Lt(z, hn::Zero(d)), hn::Sub(hn::Set(d, 1.0f), e), e);  // Phi(x)
+  phi = hn::IfThenZeroElse(hn::Gt(z, hn::Set(d, 4.0f)), phi);  // x < -4 sqrt(2): x * 0 = -0
+  return hn::IfThenZeroElse(hn::Eq(x, hn::Set(d, -std::numeric_limits<float>::infinity())), hn::Mul(x, phi));
 }
 
 void GeluErfF32(const float* x, float* out, int64_t n) {
