@@ -89,7 +89,7 @@ at::Tensor GeluBackward(const at::Tensor& grad, const at::Tensor& self,
 // ---- silu / mish -----------------------------------------------------------------------------
 LoweredResult Silu(const at::Tensor& self, OutArg out) {
   return Act("aten::silu", "silu_tpu", self, out,
-             [](Expr& e, int x) { return e.Div(x, e.Add(e.K(1), e.Exp(e.Neg(x)))); });
+             [](Expr& e, int x) { return e.Mul(x, e.Sigmoid(x)); });  // (ATen: x / (1 + exp(-x)))
 }
 LoweredResult SiluBackward(const at::Tensor& grad, const at::Tensor& self, OutArg out) {
   return Bwd("aten::silu_backward", "silu_backward_tpu", grad, self, out,
