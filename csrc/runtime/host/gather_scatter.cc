@@ -102,29 +102,36 @@ Status RunGather(const Op& op, const View& operand_in, const View& indices, cons
   Dims ostr = ContiguousStrides(operand.dims);
   // Point gather (torch.gather's coordinates: every operand dim indexed, one element each, the
   // batch in result order): each element's offset and copy in one pass, no offset table.
-  bool point = a.a.empty() && out.IsContiguous() && out.NumElements() == nbatch &&
+  bool point = a.a.empty() && out.IsContiguous() && out.NumElements() == nbatch && orank <= 8 &&
                static_cast<int>(nvec) == orank && a.b.size() == static_cast<size_t>(orank);
   for (int d = 0; point && d < orank; ++d) point = a.d[d] == 1 && a.c[d] == d && a.b[d] == d;
   if (point) {
     std::atomic<int64_t> first_bad{nbatch};
     char* dst = static_cast<char*>(out.data);
     const char* src = static_cast<const char*>(operand.data);
-    ParallelItems(nbatch, elem + 8 * nvec, [&](int64_t b0, int64_t b1) {
+    // (Sizes and strides in locals: the element stores may alias anything the loop reads
+    // through a pointer, which would reload them for every element.)
+    const Dims size = operand.dims, stride = ostr;
+    ParallelItems(nbatch, elem + 8 * nvec, [&, nvec, elem, dst, src, idx](int64_t b0, int64_t b1) {
+      int64_t sz[8], st[8];  // (a rank above 8 takes the general path below)
+      for (int64_t d = 0; d < nvec; ++d) sz[d] = size[d], st[d] = stride[d];
+      int64_t bad_at = -1;
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t* c = idx + b * nvec;
         int64_t off = 0;
         bool bad = false;
         for (int64_t d = 0; d < nvec; ++d) {
           int64_t s = c[d];
-          if (s < 0 || s >= operand.dims[d]) {
+          if (static_cast<uint64_t>(s) >= static_cast<uint64_t>(sz[d])) {
             bad = true;
-            s = std::clamp<int64_t>(s, 0, operand.dims[d] - 1);
+            s = std::clamp<int64_t>(s, 0, sz[d] - 1);
           }
-          off += s * ostr[d];
+          off += s * st[d];
         }
-        if (bad && checked) NoteFirstBad(first_bad, b);
+        if (bad && bad_at < 0) bad_at = b;
         CopyElem(dst + b * elem, src + off * elem, elem);
       }
+      if (bad_at >= 0 && checked) NoteFirstBad(first_bad, bad_at);
     });
     if (int64_t b = first_bad.load(); b < nbatch)
       for (int64_t d = 0; d < nvec; ++d)
