@@ -87,6 +87,18 @@ def test_lazy_conjugates_are_resolved(mode):
     torch.testing.assert_close(x.to("tpu").conj().cpu(), x.conj())
 
 
+def test_conj_physical_in_place(mode, no_fallback):
+    """conj_physical_ (ATen's runs a DispatchStub with no tpu kernel: an internal assert before),
+    on a whole tensor, through a strided view of one, and on a real tensor (a no-op)."""
+    def f(t):
+        t = t.clone()
+        t.conj_physical_()
+        t[:, 1].conj_physical_()
+        return t
+    check_same(f, crand(4, 3))
+    check_same(lambda t: t.clone().conj_physical_(), torch.randn(5))
+
+
 BINARY = [torch.add, torch.sub, torch.mul, torch.div, torch.eq, torch.ne]
 
 

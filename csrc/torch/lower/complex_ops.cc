@@ -63,6 +63,10 @@ at::Tensor& conj_physical_out(const at::Tensor& self, at::Tensor& out) {
   return out;
 }
 
+// In place: ATen's conj_physical_ runs a DispatchStub the device has no kernel for (an internal
+// assert), so it is the out= lowering with self as the output.
+at::Tensor& conj_physical_(at::Tensor& self) { return torch_bridge::conj_physical_out(self, self); }
+
 // angle of a real number: pi for negatives, 0 otherwise, NaN kept (ATen's angle_impl).
 LoweredResult Angle(const at::Tensor& self, OutArg out) {
   if (self.is_complex()) return LowerComplexElementwise("aten::angle", {self}, out, nullptr);
@@ -84,6 +88,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("polar.out", polar_out);
   m.impl("complex.out", complex_out);
   m.impl("conj_physical.out", conj_physical_out);
+  m.impl("conj_physical_", conj_physical_);
   m.impl("angle", angle);
   m.impl("angle.out", angle_out);
 }
