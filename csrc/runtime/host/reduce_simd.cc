@@ -74,10 +74,18 @@ float MaxF32RowImpl(const float* x, int64_t n, float acc, bool is_max) {
       a1 = CombineMax(d, a1, hn::LoadU(d, x + i + N), is_max);
     }
     a0 = CombineMax(d, a0, a1, is_max);
-    HWY_ALIGN float lanes[hn::MaxLanes(d)];
-    hn::Store(a0, d, lanes);
-    for (int64_t j = 0; j < N; ++j)
-      acc = ((is_max ? acc > lanes[j] : acc < lanes[j]) || acc != acc) ? acc : lanes[j];
+    if (hn::AllFalse(d, hn::IsNaN(a0))) {
+      // The lanes' max by a vector tree (a scalar walk over 16 lanes was a dependent chain that
+      // cost short rows -- softmax over 64 -- as much as their arithmetic). Without NaN the order
+      // can only choose between -0 and +0 when both are the max.
+      const float m = hn::GetLane(is_max ? hn::MaxOfLanes(d, a0) : hn::MinOfLanes(d, a0));
+      acc = ((is_max ? acc > m : acc < m) || acc != acc) ? acc : m;
+    } else {  // a NaN: the first one in lane order (unless acc is one), as the walk gives
+      HWY_ALIGN float lanes[hn::MaxLanes(d)];
+      hn::Store(a0, d, lanes);
+      for (int64_t j = 0; j < N; ++j)
+        acc = ((is_max ? acc > lanes[j] : acc < lanes[j]) || acc != acc) ? acc : lanes[j];
+    }
   }
   for (; i < n; ++i) acc = ((is_max ? acc > x[i] : acc < x[i]) || acc != acc) ? acc : x[i];
   return acc;

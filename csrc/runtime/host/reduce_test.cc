@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/host/host_test_util.h"
+#include "runtime/host/reduce_simd.h"
 
 namespace tpu::host::testing {
 namespace {
@@ -208,6 +209,28 @@ TEST(ReduceKernelTest, FloatSumsFollowTheLaneNote) {
         want = static_cast<float>(s);
       }
       ASSERT_EQ(got[o], want) << o;
+    }
+  }
+}
+
+TEST(ReduceKernelTest, RowMaxAndMinAcrossLengthsAndNaNPositions) {
+  // MaxF32Row's vector body, its lane reduction and its tail: the max/min of every length from 1
+  // to 200, without a NaN and with one at each of several positions (a NaN anywhere gives NaN),
+  // from an init that wins, loses or is NaN.
+  for (int64_t n = 1; n <= 200; ++n) {
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = std::sin(static_cast<float>(i) * 1.7f + n) * 100.0f;
+    for (bool is_max : {true, false}) {
+      const float best = is_max ? *std::max_element(x.begin(), x.end()) : *std::min_element(x.begin(), x.end());
+      const float lose = is_max ? -1e30f : 1e30f, win = -lose;
+      EXPECT_EQ(MaxF32Row(x.data(), n, lose, is_max), best) << n;
+      EXPECT_EQ(MaxF32Row(x.data(), n, win, is_max), win) << n;
+      EXPECT_TRUE(std::isnan(MaxF32Row(x.data(), n, NAN, is_max))) << n;
+      for (int64_t at : {int64_t{0}, n / 3, n / 2, n - 1}) {
+        std::vector<float> y = x;
+        y[at] = NAN;
+        EXPECT_TRUE(std::isnan(MaxF32Row(y.data(), n, lose, is_max))) << n << " NaN at " << at;
+      }
     }
   }
 }
