@@ -400,6 +400,9 @@ bool RunOp(const Graph& g, const Op& op, const void* const* in, void* out, int64
         if (rc == Rc::kF32 && CompareF32Simd(static_cast<CompareDirection>(op.attrs.kind), static_cast<const float*>(in[0]),
                                              static_cast<const float*>(in[1]), static_cast<int32_t*>(out), n))
           return true;
+        if (rc == Rc::kI64 && CompareI64Simd(static_cast<CompareDirection>(op.attrs.kind), static_cast<const int64_t*>(in[0]),
+                                             static_cast<const int64_t*>(in[1]), static_cast<int32_t*>(out), n))
+          return true;
         DispatchClass(rc, [&](auto t) {
           using T = decltype(t);
           CompareLoop<T>(static_cast<CompareDirection>(op.attrs.kind), static_cast<const T*>(in[0]),

@@ -308,6 +308,33 @@ bool BinaryI32(int code, const int32_t* a, const int32_t* b, int32_t* out, int64
   return BinaryInt(code, a, b, out, n);
 }
 
+// out[i] = a[i] <dir> b[i] for int64 (0/1 as int32): the one-hot compares of nll_loss, index
+// masks and iota comparisons run on int64; the plain loop was scalar (x86-64's baseline has no
+// 64-bit vector compare).
+bool CompareI64(int dir, const int64_t* a, const int64_t* b, int32_t* out, int64_t n) {
+  const hn::ScalableTag<int64_t> d;
+  const hn::RebindToUnsigned<decltype(d)> du;
+  const hn::Rebind<uint32_t, decltype(du)> d32;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  auto go = [&](auto cmp) {
+    int64_t i = 0;
+    for (; i + N <= n; i += N) {
+      const auto one = hn::IfThenElseZero(cmp(hn::LoadU(d, a + i), hn::LoadU(d, b + i)), hn::Set(d, 1));
+      hn::StoreU(hn::TruncateTo(d32, hn::BitCast(du, one)), d32, reinterpret_cast<uint32_t*>(out + i));
+    }
+    for (; i < n; ++i) out[i] = hn::GetLane(hn::IfThenElseZero(cmp(hn::Set(d, a[i]), hn::Set(d, b[i])), hn::Set(d, 1))) != 0;
+  };
+  switch (static_cast<CompareDirection>(dir)) {
+    case CompareDirection::kEQ: go([](auto x, auto y) { return hn::Eq(x, y); }); return true;
+    case CompareDirection::kNE: go([](auto x, auto y) { return hn::Not(hn::Eq(x, y)); }); return true;
+    case CompareDirection::kLT: go([](auto x, auto y) { return hn::Lt(x, y); }); return true;
+    case CompareDirection::kLE: go([](auto x, auto y) { return hn::Not(hn::Gt(x, y)); }); return true;
+    case CompareDirection::kGT: go([](auto x, auto y) { return hn::Gt(x, y); }); return true;
+    case CompareDirection::kGE: go([](auto x, auto y) { return hn::Not(hn::Lt(x, y)); }); return true;
+  }
+  return false;
+}
+
 bool CompareF32(int dir, const float* a, const float* b, int32_t* out, int64_t n) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
@@ -358,6 +385,7 @@ HWY_EXPORT(ShiftExpF32);
 HWY_EXPORT(ScalarF32);
 HWY_EXPORT(BinaryF32);
 HWY_EXPORT(CompareF32);
+HWY_EXPORT(CompareI64);
 HWY_EXPORT(BinaryI64);
 HWY_EXPORT(BinaryI32);
 
@@ -371,6 +399,9 @@ HWY_EXPORT(SelectF32);
 
 bool CompareF32Simd(CompareDirection dir, const float* a, const float* b, int32_t* out, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(CompareF32)(static_cast<int>(dir), a, b, out, n);
+}
+bool CompareI64Simd(CompareDirection dir, const int64_t* a, const int64_t* b, int32_t* out, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(CompareI64)(static_cast<int>(dir), a, b, out, n);
 }
 void SelectF32Simd(const int32_t* p, const float* a, const float* b, float* out, int64_t n) {
   HWY_DYNAMIC_DISPATCH(SelectF32)(p, a, b, out, n);

@@ -15,6 +15,8 @@ bool BinaryI64Simd(OpCode code, const int64_t* a, const int64_t* b, int64_t* out
 bool BinaryI32Simd(OpCode code, const int32_t* a, const int32_t* b, int32_t* out, int64_t n);
 // out[i] = a[i] <dir> b[i] (0/1, IEEE: false for NaN except NE).
 bool CompareF32Simd(CompareDirection dir, const float* a, const float* b, int32_t* out, int64_t n);
+// The same for int64 (signed).
+bool CompareI64Simd(CompareDirection dir, const int64_t* a, const int64_t* b, int32_t* out, int64_t n);
 // s[i] = x[i] - m (s may be null: not stored) and e[i] = exp(x[i] - m), as the subtract and exp
 // ops compute them (e may be s).
 void ShiftExpF32Simd(const float* x, float m, float* s, float* e, int64_t n);

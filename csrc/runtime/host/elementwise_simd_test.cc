@@ -145,6 +145,20 @@ TEST(ElementwiseSimd, GeluErfAgainstDoubleOnADenseGrid) {
   EXPECT_EQ(got[4], 0.0f);
 }
 
+// The scalar comparison the kernels must match (C++'s, IEEE for floats).
+template <typename T>
+bool Compared(CompareDirection dir, T a, T b) {
+  switch (dir) {
+    case CompareDirection::kEQ: return a == b;
+    case CompareDirection::kNE: return a != b;
+    case CompareDirection::kLT: return a < b;
+    case CompareDirection::kLE: return a <= b;
+    case CompareDirection::kGT: return a > b;
+    case CompareDirection::kGE: return a >= b;
+  }
+  return false;
+}
+
 TEST(ElementwiseSimd, CompareAndSelectLikeScalarIeee) {
   std::vector<float> a, b;
   for (int r = 0; r < 7; ++r) {  // vector body and tail
@@ -157,10 +171,7 @@ TEST(ElementwiseSimd, CompareAndSelectLikeScalarIeee) {
                    CompareDirection::kGT, CompareDirection::kGE}) {
     ASSERT_TRUE(CompareF32Simd(dir, a.data(), b.data(), got.data(), n));
     for (int64_t i = 0; i < n; ++i) {
-      bool want = dir == CompareDirection::kEQ ? a[i] == b[i] : dir == CompareDirection::kNE ? a[i] != b[i]
-                : dir == CompareDirection::kLT ? a[i] < b[i] : dir == CompareDirection::kLE ? a[i] <= b[i]
-                : dir == CompareDirection::kGT ? a[i] > b[i] : a[i] >= b[i];
-      ASSERT_EQ(got[i], want ? 1 : 0) << CompareDirectionName(dir) << " at " << i;
+      ASSERT_EQ(got[i], Compared(dir, a[i], b[i]) ? 1 : 0) << CompareDirectionName(dir) << " at " << i;
     }
   }
   std::vector<float> sel(n);
@@ -168,6 +179,26 @@ TEST(ElementwiseSimd, CompareAndSelectLikeScalarIeee) {
   for (int64_t i = 0; i < n; ++i) {
     float want = got[i] ? a[i] : b[i];
     ASSERT_TRUE(std::memcmp(&sel[i], &want, 4) == 0) << i;
+  }
+}
+
+TEST(ElementwiseSimd, Int64CompareLikeScalar) {
+  // Signed int64 across the range (extremes, values equal in their low 32 bits), vector body and
+  // tail, every direction.
+  const int64_t big = std::numeric_limits<int64_t>::max(), low = std::numeric_limits<int64_t>::min();
+  std::vector<int64_t> a, b;
+  for (int r = 0; r < 5; ++r) {
+    a.insert(a.end(), {0, -1, big, low, int64_t{1} << 32, 5, -7, 3000000000, low, 42, -1});
+    b.insert(b.end(), {0, 1, low, big, 0, 5, -8, -3000000000, low, 41 + r, (int64_t{1} << 32) - 1});
+  }
+  const int64_t n = static_cast<int64_t>(a.size());
+  std::vector<int32_t> got(n);
+  for (auto dir : {CompareDirection::kEQ, CompareDirection::kNE, CompareDirection::kLT, CompareDirection::kLE,
+                   CompareDirection::kGT, CompareDirection::kGE}) {
+    ASSERT_TRUE(CompareI64Simd(dir, a.data(), b.data(), got.data(), n));
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[i], Compared(dir, a[i], b[i]) ? 1 : 0) << CompareDirectionName(dir) << " at " << i;
+    }
   }
 }
 
