@@ -13,35 +13,23 @@
 #include <cmath>
 
 #include "base/options.h"
+#include "runtime/host/graph_uses.h"
 #include "runtime/host/plan.h"
 
 namespace tpu::host {
 namespace {
 
-class RegionMatcher {
+class RegionMatcher : public GraphUses {
  public:
-  RegionMatcher(const Graph& g, const FusedRegion& r) : g_(g), np_(g.num_params()) {
-    users_.assign(g.num_values(), 0);
-    for (const Op& op : g.ops) {
-      // Each op counts once per value it reads (select(p, x, x) reads x once).
-      for (size_t k = 0; k < op.operands.size(); ++k) {
-        bool seen = false;
-        for (size_t j = 0; j < k; ++j) seen |= op.operands[j] == op.operands[k];
-        if (!seen) ++users_[op.operands[k]];
-      }
-    }
-    result_.assign(g.num_values(), false);
-    for (int v : g.results) result_[v] = true;
-    index_.assign(g.ops.size(), -1);
+  RegionMatcher(const Graph& g, const FusedRegion& r) : GraphUses(g), index_(g.ops.size(), -1) {
     for (size_t i = 0; i < r.ops.size(); ++i) index_[r.ops[i]] = static_cast<int>(i);
   }
 
   // The region position of the op producing v, or -1 (an input, a parameter).
   int InRegion(int v) const { return v < np_ ? -1 : index_[v - np_]; }
-  const Op* Producer(int v) const { return v < np_ ? nullptr : &g_.ops[v - np_]; }
 
-  // v (produced in the region) is read by exactly `n` ops and is no result.
-  bool Inner(int v, int n) const { return InRegion(v) >= 0 && !result_[v] && users_[v] == n; }
+  // v is produced in the region, read by one op only, and no result.
+  bool Inner(int v) const { return InRegion(v) >= 0 && GraphUses::Inner(v, 1); }
 
   // v is a float32 constant equal to `value` (as float32), or a broadcast of one.
   bool IsConstant(int v, double value) const {
@@ -63,26 +51,27 @@ class RegionMatcher {
     return false;
   }
 
-  // gelu, erf form, ending at the select `s` (Note [Region composites]); sets x and the covered ops.
-  bool GeluErf(int s, int* x, std::vector<int>* covered) const {
+  // gelu, erf form, ending at the select `s` (Note [Region composites]); sets the covered ops, the
+  // compare (x == -inf) first.
+  bool GeluErf(int s, std::vector<int>* covered) const {
     const Op& sel = g_.ops[s];
     if (sel.code != OpCode::kSelect || sel.type.dtype != DType::kF32) return false;
     const int q = sel.operands[0], r = sel.operands[2];
-    if (!IsConstant(sel.operands[1], 0.0) || !Inner(q, 1) || !Inner(r, 1)) return false;
+    if (!IsConstant(sel.operands[1], 0.0) || !Inner(q) || !Inner(r)) return false;
     const Op& cmp = *Producer(q);
     if (cmp.code != OpCode::kCompare || cmp.attrs.kind != static_cast<int64_t>(CompareDirection::kEQ) ||
         !IsConstant(cmp.operands[1], -INFINITY))
       return false;
-    *x = cmp.operands[0];
-    if (g_.TypeOf(*x).dtype != DType::kF32) return false;
+    const int x = cmp.operands[0];
+    if (g_.TypeOf(x).dtype != DType::kF32) return false;
     // r = h * a, h = x * 0.5, a = 1 + erf(m), m = x * (1/sqrt 2)
     const Op& mul = *Producer(r);
     if (mul.code != OpCode::kMultiply) return false;
     int h = mul.operands[0], a = mul.operands[1], hx, e, m, mx;
-    if (!Inner(h, 1) || !Inner(a, 1) || !WithConstant(h, OpCode::kMultiply, 0.5, &hx) || hx != *x) return false;
-    if (!WithConstant(a, OpCode::kAdd, 1.0, &e) || !Inner(e, 1) || Producer(e)->code != OpCode::kErf) return false;
+    if (!Inner(h) || !Inner(a) || !WithConstant(h, OpCode::kMultiply, 0.5, &hx) || hx != x) return false;
+    if (!WithConstant(a, OpCode::kAdd, 1.0, &e) || !Inner(e) || Producer(e)->code != OpCode::kErf) return false;
     m = Producer(e)->operands[0];
-    if (!Inner(m, 1) || !WithConstant(m, OpCode::kMultiply, M_SQRT1_2, &mx) || mx != *x) return false;
+    if (!Inner(m) || !WithConstant(m, OpCode::kMultiply, M_SQRT1_2, &mx) || mx != x) return false;
     for (int v : {r, h, a, e, m})  // (q is the compare's bool)
       if (g_.TypeOf(v).dtype != DType::kF32) return false;
     *covered = {q - np_, r - np_, h - np_, a - np_, e - np_, m - np_};
@@ -90,10 +79,6 @@ class RegionMatcher {
   }
 
  private:
-  const Graph& g_;
-  const int np_;
-  std::vector<int> users_;
-  std::vector<bool> result_;
   std::vector<int> index_;  // graph op -> its position in the region (-1: not in it)
 };
 
@@ -113,13 +98,10 @@ void MatchComposites(const Graph& g, FusedRegion& region) {
   std::vector<int> input(region.ops.size(), -1);
   bool found = false;
   for (size_t i = 0; i < region.ops.size(); ++i) {
-    int x;
     std::vector<int> covered;
-    if (!m.GeluErf(region.ops[i], &x, &covered)) continue;
-    int slot = m.InRegion(x) >= 0 ? nin + m.InRegion(x) : -1;
-    for (int k = 0; slot < 0 && k < nin; ++k)
-      if (region.inputs[k] == x) slot = k;
-    if (slot < 0) continue;  // (x always has a slot in a region that reads it)
+    if (!m.GeluErf(region.ops[i], &covered)) continue;
+    // x's slot: the one the chain's compare (covered[0]) reads it from.
+    const int slot = region.operand_slots[m.InRegion(np + covered[0])][0];
     bool free = true;  // no op of the chain already in another composite
     for (int op : covered) free &= kind[m.InRegion(np + op)] == FusedRegion::Composite::kNone;
     if (!free) continue;

@@ -51,33 +51,39 @@ HWY_INLINE V ExpEdges(D d, V v, V r, float below_value) {
   r = hn::IfThenElse(hn::Lt(v, hn::Set(d, -104.0f)), hn::Set(d, below_value), r);
   return hn::IfThenElse(hn::IsNaN(v), v, r);
 }
+// c[0] x^(N-1) + ... + c[N-1] by Horner's rule (coefficients highest degree first), each scaled by
+// `scale` (1 or a power of two: exact).
+template <class D, class V, size_t N>
+HWY_INLINE V Horner(D d, V x, const float (&c)[N], float scale = 1.0f) {
+  V p = hn::Set(d, scale * c[0]);
+  for (size_t k = 1; k < N; ++k) p = hn::MulAdd(p, x, hn::Set(d, scale * c[k]));
+  return p;
+}
+
 // e^r for |r| <= ln2/2 (a little more): degree 6, least squares on Chebyshev nodes, within
-// 1.05 ulp in float32 with its rounding; times `scale` (a power of two: exact).
+// 1.05 ulp in float32 with its rounding.
+constexpr float kExpPoly[] = {0.0013746218755841255f, 0.008370347321033478f, 0.04166976362466812f,
+                              0.16666506230831146f, 0.49999988079071045f, 1.0f, 1.0f};
+
+// t = n ln2 + r, n = round(t / ln2) by the 1.5 * 2^23 rounding trick: returns r and sets k, whose
+// low mantissa bits hold n (|n| < 2^22).
 template <class D, class V>
-HWY_INLINE V ExpReduced(D d, V r, float scale) {
-  V p = hn::Set(d, scale * 0.0013746218755841255f);
-  p = hn::MulAdd(p, r, hn::Set(d, scale * 0.008370347321033478f));
-  p = hn::MulAdd(p, r, hn::Set(d, scale * 0.04166976362466812f));
-  p = hn::MulAdd(p, r, hn::Set(d, scale * 0.16666506230831146f));
-  p = hn::MulAdd(p, r, hn::Set(d, scale * 0.49999988079071045f));
-  p = hn::MulAdd(p, r, hn::Set(d, scale));
-  return hn::MulAdd(p, r, hn::Set(d, scale));
+HWY_INLINE V ExpReduce(D d, V t, V* k) {
+  *k = hn::MulAdd(t, hn::Set(d, 1.44269504088896341f), hn::Set(d, 12582912.0f));
+  const V n = hn::Sub(*k, hn::Set(d, 12582912.0f));
+  return hn::MulAdd(n, hn::Set(d, -1.428606765330187e-06f), hn::MulAdd(n, hn::Set(d, -0.693145751953125f), t));
 }
 
 // exp with IEEE results everywhere (overflow inf, underflow to subnormals and 0, NaN), in place
 // of Highway's Exp plus ExpEdges (the exp op on (4096, 1024) float32 went from 1.21 ms to about
-// 0.7-0.9 ms): v = n ln2 + r, n by the 1.5 * 2^23 rounding trick (k's low mantissa bits hold n),
-// 2^n applied in two halves so that results down to the subnormals (n >= -150) and up to
-// FLT_MAX (n <= 128) come out exact.
+// 0.7-0.9 ms): ExpReduce, the polynomial, and 2^n applied in two halves so that results down to
+// the subnormals (n >= -150) and up to FLT_MAX (n <= 128) come out exact.
 template <class D, class V>
 HWY_INLINE V IeeeExp(D d, V v) {
   const hn::RebindToSigned<D> di;
-  const V vc = hn::Min(hn::Max(v, hn::Set(d, -104.0f)), hn::Set(d, 88.8f));
-  const V k = hn::MulAdd(vc, hn::Set(d, 1.44269504088896341f), hn::Set(d, 12582912.0f));
-  const V n = hn::Sub(k, hn::Set(d, 12582912.0f));
-  V r = hn::MulAdd(n, hn::Set(d, -0.693145751953125f), vc);
-  r = hn::MulAdd(n, hn::Set(d, -1.428606765330187e-06f), r);
-  const V p = ExpReduced(d, r, 1.0f);
+  V k;
+  const V r = ExpReduce(d, hn::Min(hn::Max(v, hn::Set(d, -104.0f)), hn::Set(d, 88.8f)), &k);
+  const V p = Horner(d, r, kExpPoly);
   const auto ni = hn::Sub(hn::BitCast(di, k), hn::BitCast(di, hn::Set(d, 12582912.0f)));
   const auto n1 = hn::ShiftRight<1>(ni);  // (arithmetic: n / 2 rounded down)
   const auto bias = hn::Set(di, 127);
@@ -94,11 +100,8 @@ HWY_INLINE V IeeeExp(D d, V v) {
 template <class D, class V>
 HWY_INLINE V ScaledExpNonPositive(D d, V t, float scale) {
   const hn::RebindToSigned<D> di;
-  const V k = hn::MulAdd(t, hn::Set(d, 1.44269504088896341f), hn::Set(d, 12582912.0f));
-  const V n = hn::Sub(k, hn::Set(d, 12582912.0f));
-  V r = hn::MulAdd(n, hn::Set(d, -0.693145751953125f), t);
-  r = hn::MulAdd(n, hn::Set(d, -1.428606765330187e-06f), r);
-  const V p = ExpReduced(d, r, scale);
+  V k;
+  const V p = Horner(d, ExpReduce(d, t, &k), kExpPoly, scale);
   return hn::BitCast(d, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::BitCast(di, k))));
 }
 
@@ -139,31 +142,24 @@ HWY_INLINE V Logistic(D d, V x) {
 //   |x| < 1: x * P(x^2), P of degree 6 fitted (least squares on Chebyshev nodes) to erf(x)/x;
 //   1 <= |x| <= 4: sign(x) * (1 - exp(Q(u))), u = (|x| - 2.5) / 1.5, Q of degree 11 fitted to
 //   log(erfc(|x|)); beyond 4, erf is 1 in float32 (erfc(3.92) is below half an ulp of 1).
+// (Coefficients highest degree first, for Horner.)
+constexpr float kErfSmallPoly[] = {7.897490619055108e-05f, -0.0008024124849801685f,
+                                   0.005190025535326644f, -0.026854792130376396f,
+                                   0.1128361196473341f, -0.3761262878806916f, 1.1283791664921252f};
+constexpr float kErfLargePoly[] = {1.5374798958800095e-06f, -2.3671184560556647e-06f,
+                                   -6.758737407407414e-06f, 4.7284416803320946e-05f,
+                                   -0.00021748133932762495f, 0.0008763928294553119f,
+                                   -0.0031965930934182807f, 0.010962973367189374f,
+                                   -0.03664597834860688f, -2.1237609217750846f, -8.029021127094053f,
+                                   -7.8068152724286906f};
 template <class D, class V>
 HWY_INLINE V Erf(D d, V x) {
   const V ax = hn::Abs(x);
   const V t = hn::Mul(x, x);
-  V p = hn::Set(d, 7.897490619055108e-05f);
-  p = hn::MulAdd(p, t, hn::Set(d, -0.0008024124849801685f));
-  p = hn::MulAdd(p, t, hn::Set(d, 0.005190025535326644f));
-  p = hn::MulAdd(p, t, hn::Set(d, -0.026854792130376396f));
-  p = hn::MulAdd(p, t, hn::Set(d, 0.1128361196473341f));
-  p = hn::MulAdd(p, t, hn::Set(d, -0.3761262878806916f));
-  p = hn::MulAdd(p, t, hn::Set(d, 1.1283791664921252f));
+  const V p = Horner(d, t, kErfSmallPoly);
   const V small = hn::Mul(x, p);
   const V u = hn::Mul(hn::Sub(hn::Min(ax, hn::Set(d, 4.0f)), hn::Set(d, 2.5f)), hn::Set(d, 1.0f / 1.5f));
-  V q = hn::Set(d, 1.5374798958800095e-06f);
-  q = hn::MulAdd(q, u, hn::Set(d, -2.3671184560556647e-06f));
-  q = hn::MulAdd(q, u, hn::Set(d, -6.758737407407414e-06f));
-  q = hn::MulAdd(q, u, hn::Set(d, 4.7284416803320946e-05f));
-  q = hn::MulAdd(q, u, hn::Set(d, -0.00021748133932762495f));
-  q = hn::MulAdd(q, u, hn::Set(d, 0.0008763928294553119f));
-  q = hn::MulAdd(q, u, hn::Set(d, -0.0031965930934182807f));
-  q = hn::MulAdd(q, u, hn::Set(d, 0.010962973367189374f));
-  q = hn::MulAdd(q, u, hn::Set(d, -0.03664597834860688f));
-  q = hn::MulAdd(q, u, hn::Set(d, -2.1237609217750846f));
-  q = hn::MulAdd(q, u, hn::Set(d, -8.029021127094053f));
-  q = hn::MulAdd(q, u, hn::Set(d, -7.8068152724286906f));
+  const V q = Horner(d, u, kErfLargePoly);
   V large = hn::Sub(hn::Set(d, 1.0f), ScaledExpNonPositive(d, q, 1.0f));  // q in [-17.8, -1.8]
   large = hn::IfThenElse(hn::Gt(ax, hn::Set(d, 4.0f)), hn::Set(d, 1.0f), large);
   large = hn::CopySign(large, x);
@@ -181,23 +177,18 @@ HWY_INLINE V Erf(D d, V x) {
 // up to 10 bits; below -4 sqrt(2) the exact value is under 4.4e-8 in magnitude and the kernel
 // returns -0, as the chain does. gelu(-inf) = 0, gelu(inf) = inf, NaN stays NaN
 // (elementwise_simd_test.cc checks all of it against double).
+constexpr float kGeluErfcPoly[] = {-1.631671875657048e-05f, 0.0001024153534672223f,
+                                   -0.0002253218844998628f, 0.00024307794228661805f,
+                                   3.918494621757418e-05f, -0.0013412802945822477f,
+                                   0.0056578549556434155f, -0.017383895814418793f,
+                                   0.045952096581459045f, -0.1118115559220314f,
+                                   -1.7356902360916138f, -2.6824705600738525f};
 template <class D, class V>
 HWY_INLINE V GeluErf(D d, V x) {
   const V z = hn::Mul(x, hn::Set(d, static_cast<float>(-M_SQRT1_2)));
   const V az = hn::Min(hn::Abs(z), hn::Set(d, 4.0f));  // (Min(NaN, 4) may be 4: x stays NaN below)
   const V u = hn::MulAdd(az, hn::Set(d, 0.5f), hn::Set(d, -1.0f));
-  V s = hn::Set(d, -1.631671875657048e-05f);
-  s = hn::MulAdd(s, u, hn::Set(d, 0.0001024153534672223f));
-  s = hn::MulAdd(s, u, hn::Set(d, -0.0002253218844998628f));
-  s = hn::MulAdd(s, u, hn::Set(d, 0.00024307794228661805f));
-  s = hn::MulAdd(s, u, hn::Set(d, 3.918494621757418e-05f));
-  s = hn::MulAdd(s, u, hn::Set(d, -0.0013412802945822477f));
-  s = hn::MulAdd(s, u, hn::Set(d, 0.0056578549556434155f));
-  s = hn::MulAdd(s, u, hn::Set(d, -0.017383895814418793f));
-  s = hn::MulAdd(s, u, hn::Set(d, 0.045952096581459045f));
-  s = hn::MulAdd(s, u, hn::Set(d, -0.1118115559220314f));
-  s = hn::MulAdd(s, u, hn::Set(d, -1.7356902360916138f));
-  s = hn::MulAdd(s, u, hn::Set(d, -2.6824705600738525f));
+  const V s = Horner(d, u, kGeluErfcPoly);
   const V e = ScaledExpNonPositive(d, hn::Mul(az, s), 0.5f);  // erfc(|z|) / 2; the argument is in [-17.8, 0]
   V phi = hn::IfThenElse(hn::Lt(z, hn::Zero(d)), hn::Sub(hn::Set(d, 1.0f), e), e);  // Phi(x)
   phi = hn::IfThenZeroElse(hn::Gt(z, hn::Set(d, 4.0f)), phi);  // x < -4 sqrt(2): x * 0 = -0

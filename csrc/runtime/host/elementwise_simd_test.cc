@@ -159,6 +159,20 @@ bool Compared(CompareDirection dir, T a, T b) {
   return false;
 }
 
+// Every direction of `simd` over a and b against Compared.
+template <typename T>
+void ExpectCompareLikeScalar(bool (*simd)(CompareDirection, const T*, const T*, int32_t*, int64_t),
+                             const std::vector<T>& a, const std::vector<T>& b) {
+  const int64_t n = static_cast<int64_t>(a.size());
+  std::vector<int32_t> got(n);
+  for (auto dir : {CompareDirection::kEQ, CompareDirection::kNE, CompareDirection::kLT, CompareDirection::kLE,
+                   CompareDirection::kGT, CompareDirection::kGE}) {
+    ASSERT_TRUE(simd(dir, a.data(), b.data(), got.data(), n));
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[i], Compared(dir, a[i], b[i]) ? 1 : 0) << CompareDirectionName(dir) << " at " << i;
+  }
+}
+
 TEST(ElementwiseSimd, CompareAndSelectLikeScalarIeee) {
   std::vector<float> a, b;
   for (int r = 0; r < 7; ++r) {  // vector body and tail
@@ -166,14 +180,9 @@ TEST(ElementwiseSimd, CompareAndSelectLikeScalarIeee) {
     b.insert(b.end(), {0.f, kNaN, kNaN, -3.f, 3.f, 0.f, kInf});
   }
   const int64_t n = static_cast<int64_t>(a.size());
+  ExpectCompareLikeScalar(CompareF32Simd, a, b);
   std::vector<int32_t> got(n);
-  for (auto dir : {CompareDirection::kEQ, CompareDirection::kNE, CompareDirection::kLT, CompareDirection::kLE,
-                   CompareDirection::kGT, CompareDirection::kGE}) {
-    ASSERT_TRUE(CompareF32Simd(dir, a.data(), b.data(), got.data(), n));
-    for (int64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(got[i], Compared(dir, a[i], b[i]) ? 1 : 0) << CompareDirectionName(dir) << " at " << i;
-    }
-  }
+  ASSERT_TRUE(CompareF32Simd(CompareDirection::kGE, a.data(), b.data(), got.data(), n));
   std::vector<float> sel(n);
   SelectF32Simd(got.data(), a.data(), b.data(), sel.data(), n);  // got holds a >= b
   for (int64_t i = 0; i < n; ++i) {
@@ -191,15 +200,7 @@ TEST(ElementwiseSimd, Int64CompareLikeScalar) {
     a.insert(a.end(), {0, -1, big, low, int64_t{1} << 32, 5, -7, 3000000000, low, 42, -1});
     b.insert(b.end(), {0, 1, low, big, 0, 5, -8, -3000000000, low, 41 + r, (int64_t{1} << 32) - 1});
   }
-  const int64_t n = static_cast<int64_t>(a.size());
-  std::vector<int32_t> got(n);
-  for (auto dir : {CompareDirection::kEQ, CompareDirection::kNE, CompareDirection::kLT, CompareDirection::kLE,
-                   CompareDirection::kGT, CompareDirection::kGE}) {
-    ASSERT_TRUE(CompareI64Simd(dir, a.data(), b.data(), got.data(), n));
-    for (int64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(got[i], Compared(dir, a[i], b[i]) ? 1 : 0) << CompareDirectionName(dir) << " at " << i;
-    }
-  }
+  ExpectCompareLikeScalar(CompareI64Simd, a, b);
 }
 
 template <typename T>

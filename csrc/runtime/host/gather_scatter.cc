@@ -109,12 +109,11 @@ Status RunGather(const Op& op, const View& operand_in, const View& indices, cons
     std::atomic<int64_t> first_bad{nbatch};
     char* dst = static_cast<char*>(out.data);
     const char* src = static_cast<const char*>(operand.data);
-    // (Sizes and strides in locals: the element stores may alias anything the loop reads
-    // through a pointer, which would reload them for every element.)
-    const Dims size = operand.dims, stride = ostr;
     ParallelItems(nbatch, elem + 8 * nvec, [&, nvec, elem, dst, src, idx](int64_t b0, int64_t b1) {
+      // Sizes and strides (and, by the captures, the pointers) in locals: the element stores may
+      // alias anything the loop reads through a reference, which would reload it every element.
       int64_t sz[8], st[8];  // (a rank above 8 takes the general path below)
-      for (int64_t d = 0; d < nvec; ++d) sz[d] = size[d], st[d] = stride[d];
+      for (int64_t d = 0; d < nvec; ++d) sz[d] = operand.dims[d], st[d] = ostr[d];
       int64_t bad_at = -1;
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t* c = idx + b * nvec;
