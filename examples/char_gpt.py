@@ -48,15 +48,18 @@ class CausalSelfAttention(nn.Module):
         self.register_buffer("mask", mask.view(1, 1, cfg.block_size, cfg.block_size), persistent=False)
 
     def forward(self, x):
-        B, T, C = x.shape
-        q, k, v = self.qkv(x).split(C, dim=2)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        B, T, _ = x.shape
+        # The widths come from qkv's output, not from x: under tensor parallelism (parallelize())
+        # a rank's qkv yields its own heads' q, k and v, and self.n_head counts those heads.
+        q, k, v = self.qkv(x).chunk(3, dim=2)
+        hd = q.size(-1) // self.n_head
+        q = q.view(B, T, self.n_head, hd).transpose(1, 2)
+        k = k.view(B, T, self.n_head, hd).transpose(1, 2)
+        v = v.view(B, T, self.n_head, hd).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
         att = att.masked_fill(~self.mask[:, :, :T, :T], float("-inf"))
         att = self.attn_drop(F.softmax(att, dim=-1))
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, -1)
         return self.resid_drop(self.proj(y))
 
 
@@ -111,6 +114,69 @@ class GPT(nn.Module):
                 nxt = torch.multinomial(probs, 1, generator=generator).to(idx.device)
             idx = torch.cat([idx, nxt], dim=1)
         return idx
+
+
+def parallelize(model: GPT, tp_mesh) -> GPT:
+    """Tensor parallelism over `tp_mesh` (a 1-D DeviceMesh), the Megatron plan: each block's
+    qkv and first MLP layer column-wise (a rank computes its heads and its hidden features),
+    proj and the second MLP layer row-wise (a partial sum, all-reduced). Embeddings, norms and
+    the head stay replicated. qkv holds q, k and v side by side, so a plain column split would
+    give rank 0 all of q and half of k: it is split per part instead (_fused_colwise)."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    tp = tp_mesh.size()
+    if model.cfg.n_head % tp:
+        raise ValueError(f"{model.cfg.n_head} heads do not split over {tp} tensor-parallel ranks")
+    for block in model.blocks:
+        parallelize_module(block, tp_mesh, {
+            "attn.qkv": _fused_colwise(3), "attn.proj": RowwiseParallel(),
+            "mlp.0": ColwiseParallel(), "mlp.2": RowwiseParallel(),
+        })
+        block.attn.n_head //= tp  # this rank's heads
+    return model
+
+
+def fsdp_placement(param):
+    """shard_placement_fn for fully_shard() of a parallelize()d GPT: FSDP2 shards the fused qkv
+    weight along dim 1, because its tensor-parallel split of dim 0 is per part (a _StridedShard)
+    and a second split of that dim has no exact placement. Every other parameter: FSDP's default."""
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor.placement_types import _StridedShard
+
+    strided = any(isinstance(p, _StridedShard) for p in getattr(param, "placements", ()))
+    return Shard(1) if strided else None
+
+
+def _fused_colwise(parts: int):
+    from torch.distributed.tensor import Replicate, distribute_tensor
+    from torch.distributed.tensor.parallel import ColwiseParallel
+    from torch.distributed.tensor.placement_types import _StridedShard
+
+    class FusedColwise(ColwiseParallel):
+        """ColwiseParallel for a Linear whose output is `parts` projections side by side: every
+        part is split across the ranks (a _StridedShard of the rows), so a rank's local output is
+        its share of each part, side by side, and full_tensor() is the unsplit weight."""
+
+        def __init__(self, parts: int):
+            super().__init__()
+            self.parts = parts
+
+        def _partition_linear_fn(self, name, module, device_mesh):
+            # The bias stays replicated (each rank adds its slices; its gradient is all-gathered):
+            # a 1-D strided shard could not be sharded again by FSDP2 with exact placements.
+            for pname, p in module.named_parameters():
+                placement = [_StridedShard(0, split_factor=self.parts) if p.dim() == 2 else Replicate()]
+                module.register_parameter(pname, nn.Parameter(
+                    distribute_tensor(p, device_mesh, placement, src_data_rank=self.src_data_rank),
+                    requires_grad=p.requires_grad))
+
+        @staticmethod
+        def _prepare_output_fn(output_layouts, use_local_output, mod, outputs, device_mesh):
+            # The output is split per part along its last dim, as the weight's rows are: the local
+            # tensor is what the next (per-head) computation needs. No redistribution.
+            return outputs.to_local() if use_local_output else outputs
+
+    return FusedColwise(parts)
 
 
 class CharData:

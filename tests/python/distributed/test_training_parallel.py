@@ -1,6 +1,6 @@
-"""Data-parallel training of the example GPT on 2 tpu ranks (DDP, FSDP2) against the same
-training in one process on PyTorch's CPU (training_checks.py): 10 AdamW steps, 2 micro-batches
-each.
+"""Training of the example GPT on tpu ranks -- data parallel (DDP, FSDP2), tensor parallel
+(char_gpt.parallelize) and FSDP2 + TP -- against the same training in one process on PyTorch's
+CPU (training_checks.py): 10 AdamW steps, 2 micro-batches each.
 
 Tolerance: the runs differ only by float32 rounding (the ranks' gradients are averaged in a
 different order than one backward pass sums them; the device's kernels round like the CPU's to
@@ -120,3 +120,58 @@ def test_fsdp2_matches_single_process(reference):
                 assert g.dtype == torch.float32, (k, g.dtype)
                 cos = torch.nn.functional.cosine_similarity(g.flatten(), expected_grads[k].flatten(), dim=0)
                 assert cos > 0.99, (k, cos)
+
+
+def _tp(rank, world, data, dp, modes):
+    """Tensor parallelism (char_gpt.parallelize) over the mesh's tp dim; with dp > 1, FSDP2 over
+    its dp dim too (each dp group trains on its share of every micro-batch)."""
+    import torch_tpu
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("tpu", (dp, world // dp), mesh_dim_names=("dp", "tp"))
+    out = {}
+    for mode in modes:
+        with torch_tpu.eager_mode(mode):
+            torch_tpu.metrics.reset()
+            m = tc.char_gpt.parallelize(tc.model().to("tpu"), mesh["tp"])
+            if dp > 1:
+                for block in m.blocks:
+                    fully_shard(block, mesh=mesh["dp"], shard_placement_fn=tc.char_gpt.fsdp_placement)
+                fully_shard(m, mesh=mesh["dp"])
+            # Per parameter: the parameters are a mix of DTensors and plain tensors.
+            opt = torch.optim.AdamW(m.parameters(), lr=tc.LR, weight_decay=0.01, foreach=False)
+            losses, grads = tc.train_ranks(m, opt, data, mesh["dp"].get_local_rank(), dp, full_grads=lambda: {
+                k: (p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad).cpu()
+                for k, p in m.named_parameters()})
+            placements = {k: str(getattr(p, "placements", "plain")) for k, p in m.named_parameters()}
+            out[mode] = losses, grads, placements, torch_tpu.metrics.fallback_ops()
+    return out
+
+
+def test_tensor_parallel_matches_single_process(reference):
+    """2 ranks, strict and fused: every block's attention heads and MLP features split in two."""
+    data, expected, expected_grads = reference
+    out = run_ranks(_tp, 2, args=(data, 1, ("strict", "fused")), timeout=300)
+    for rank in range(2):
+        for mode, (losses, grads, placements, fallbacks) in out[rank].items():
+            assert placements["blocks.0.attn.qkv.weight"] == "(_StridedShard(dim=0, sf=3),)", placements
+            assert placements["blocks.0.attn.proj.weight"] == "(Shard(dim=1),)", placements
+            assert placements["blocks.0.mlp.0.weight"] == "(Shard(dim=0),)", placements
+            assert placements["head.weight"] == "plain", placements
+            assert not fallbacks, fallbacks
+            check_run(f"{mode} rank {rank}", losses, grads, expected, expected_grads)
+
+
+def test_fsdp_and_tensor_parallel_on_a_2x2_mesh_match_single_process(reference):
+    """4 ranks: FSDP2 over dp (2) of the tensor-parallel model over tp (2). full_tensor() of every
+    gradient is the single process's gradient, so the 2-D placements are exact."""
+    data, expected, expected_grads = reference
+    out = run_ranks(_tp, 4, args=(data, 2, ("strict",)), timeout=420)
+    for rank in range(4):
+        losses, grads, placements, fallbacks = out[rank]["strict"]
+        assert placements["blocks.0.attn.qkv.weight"] == "(Shard(dim=1), _StridedShard(dim=0, sf=3))", placements
+        assert placements["blocks.0.mlp.2.weight"] == "(Shard(dim=0), Shard(dim=1))", placements
+        assert placements["tok_emb.weight"] == "(Shard(dim=0),)", placements  # FSDP only
+        assert not fallbacks, fallbacks
+        check_run(f"rank {rank}", losses, grads, expected, expected_grads)
