@@ -318,3 +318,28 @@ def exported_flat_inputs(ep, args: tuple, kwargs: dict):
     flat = list(ep._graph_module_flat_inputs(args, kwargs))
     state = [s.kind for s in ep.graph_signature.input_specs if s.kind != InputKind.USER_INPUT]
     return flat, state + [InputKind.USER_INPUT] * (len(flat) - len(state))
+
+
+# ---- torch.distributed ---------------------------------------------------------------------------
+# init_process_group() with no backend ("undefined") maps the process's accelerator to its
+# registered backend (ours, for tpu) but then marks the group's *default* backend as Gloo unless
+# the backend is NCCL (distributed_c10d._new_process_group_helper, torch 2.10-2.14). No Gloo
+# backend exists in such a group, so whatever asks for the default backend fails: DDP's
+# constructor ("Could not find backend type 1 for Process Group with name gloo"). The group's
+# default becomes our (custom) backend when that is the one the config holds.
+def patch_undefined_backend_default(c10d) -> None:
+    helper = c10d._new_process_group_helper
+    if getattr(helper, "_torch_tpu", False):
+        return
+
+    @functools.wraps(helper)
+    def new_process_group_helper(*args, **kwargs):
+        pg, store = helper(*args, **kwargs)
+        backend = kwargs["backend"] if "backend" in kwargs else args[3]
+        if str(backend) == c10d.Backend.UNDEFINED and pg is not c10d.GroupMember.NON_GROUP_MEMBER:
+            if set(c10d.BackendConfig(backend).get_device_backend_map().values()) <= {"tpu", "tpu_dist"}:
+                pg._set_default_backend(c10d.ProcessGroup.BackendType.CUSTOM)
+        return pg, store
+
+    new_process_group_helper._torch_tpu = True
+    c10d._new_process_group_helper = new_process_group_helper

@@ -81,4 +81,9 @@ def register() -> None:
             Backend.register_backend(name, _create_backend, extended_api=True, devices=["tpu"])
     # register_backend maps a device to the first backend registered for it: "tpu".
     Backend.default_device_backend_map["tpu"] = "tpu"
+    from torch.distributed import distributed_c10d
+
+    from . import _compat
+
+    _compat.patch_undefined_backend_default(distributed_c10d)
     _registered = True
