@@ -1,6 +1,7 @@
 """The example Llama (examples/llama.py: RMSNorm, RoPE, grouped-query attention, SwiGLU) trained
-for 10 AdamW steps with tensor parallelism on 2 tpu ranks, and with FSDP2 + tensor parallelism on a
-2x2 mesh of 4 ranks, against the same training in one process on PyTorch's CPU.
+for 10 AdamW steps data parallel (DDP, FSDP2) and with tensor parallelism on 2 tpu ranks, and with
+FSDP2 + tensor parallelism on a 2x2 mesh of 4 ranks, against the same training in one process on
+PyTorch's CPU.
 
 The tensor-parallel plan is the usual one for this architecture: q/k/v and the SwiGLU's w1/w3
 column-wise (each rank holds half the heads and half the hidden features), wo and w2 row-wise (a
@@ -160,3 +161,47 @@ def test_fsdp_and_tensor_parallel_llama_on_a_2x2_mesh_matches_one_process(refere
         assert placements["tok_emb.weight"] == "(Shard(dim=0),)", placements  # FSDP only
         assert not fallbacks, fallbacks
         _check(f"rank {rank}", losses, grads, expected, expected_grads)
+
+
+def _data_parallel_worker(rank, world, data):
+    """DDP and FSDP2 (every layer, then the root) over all ranks; each trains on its rows."""
+    import torch.distributed as dist
+    import torch_tpu
+    from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    out = {}
+    for kind in ("ddp", "fsdp2"):
+        torch_tpu.metrics.reset()
+        m = model().to("tpu")
+        if kind == "ddp":
+            wrapped = DDP(m, bucket_cap_mb=0.01)
+        else:
+            for layer in m.layers:
+                fully_shard(layer)
+            wrapped = fully_shard(m)
+        opt = optimizer(wrapped.parameters())
+        losses, grads = [], None
+        for x, y in data:
+            n = x.shape[0] // world
+            opt.zero_grad(set_to_none=True)
+            _, loss = wrapped(x[rank * n:(rank + 1) * n].to("tpu"), y[rank * n:(rank + 1) * n].to("tpu"))
+            loss.backward()
+            if grads is None:
+                grads = _full_grads(m)
+            opt.step()
+            loss = loss.detach()
+            dist.all_reduce(loss, op=dist.ReduceOp.AVG)
+            losses.append(loss.item())
+        out[kind] = losses, grads, torch_tpu.metrics.fallback_ops(), torch_tpu.metrics.counters().get("collectives", 0)
+    return out
+
+
+def test_ddp_and_fsdp2_llama_match_one_process(reference):
+    data, expected, expected_grads = reference
+    out = run_ranks(_data_parallel_worker, 2, args=(data,), timeout=300)
+    for rank in range(2):
+        for kind, (losses, grads, fallbacks, collectives) in out[rank].items():
+            assert not fallbacks, fallbacks
+            assert collectives > 2 * STEPS, (kind, collectives)  # the gradients are reduced every step
+            _check(f"{kind} rank {rank}", losses, grads, expected, expected_grads)
