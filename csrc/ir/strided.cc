@@ -69,15 +69,18 @@ int Positions(Builder& b, const Dims& sizes, const Dims& strides, ViewOffset off
   return pos;
 }
 
-// `flat` padded at its end so that `extent` elements from the offset stay inside it.
-int PadForExtent(Builder& b, int flat, const Nesting& n, ViewOffset offset, int64_t* padding) {
-  int64_t len = b.TypeOf(flat).dims[0];
-  // A valid view's first element plus its span fits in flat; the blocks reach extent - span past
-  // that, from any offset. With a constant offset only what exceeds flat needs padding.
-  *padding = offset.dynamic() ? n.extent - n.span : std::max<int64_t>(0, offset.constant + n.extent - len);
-  if (*padding == 0) return flat;
+// The elements `flat` lacks at its end for `extent` elements from the offset. A valid view's
+// first element plus its span fits in flat; the blocks reach extent - span past that, from any
+// offset. With a constant offset only what exceeds flat needs padding.
+int64_t Padding(const Nesting& n, ViewOffset offset, int64_t len) {
+  return offset.dynamic() ? n.extent - n.span : std::max<int64_t>(0, offset.constant + n.extent - len);
+}
+
+// `flat` padded at its end by `padding` elements (a copy), or flat itself.
+int Padded(Builder& b, int flat, int64_t padding) {
+  if (padding == 0) return flat;
   int zero = b.Constant(0, b.TypeOf(flat).dtype);
-  return b.Pad(flat, zero, {0}, {*padding}, {0});
+  return b.Pad(flat, zero, {0}, {padding}, {0});
 }
 
 // The `extent` elements from the offset, as nested blocks.
@@ -98,6 +101,46 @@ Dims SelectedDims(const Dims& sizes, const Nesting& n) {
   return d;
 }
 
+// Note [Views inside a row]: a view at a constant offset often starts inside the first of its
+// blocks' rows -- k and v of a fused qkv projection ([B, T, 3C] split three ways) start C and 2C
+// elements in, so their `extent` elements run past the array's end and the blocks would need a
+// padded copy of the whole array. Written in the blocks' mixed radix, offset = c_0 * row +
+// (c_1, ..., c_m); when every c_k + sel_k fits its block and the sel_0 rows from row c_0 fit in
+// the array, the view is those rows reshaped as blocks and sliced at (0, c_1, ..., c_m): views
+// only, no copy.
+struct InRow {
+  bool ok = false;
+  int64_t first = 0, last = 0;  // the rows' flat range [first, last)
+  Dims shape;                   // those rows as blocks
+  Dims starts;                  // where the view starts in them
+};
+
+InRow ViewInRow(const Nesting& n, const Dims& sel, int64_t offset, int64_t len) {
+  InRow r;
+  const int m = static_cast<int>(n.blocks.size());
+  int64_t row = n.extent / n.blocks[0];
+  r.starts = Dims(m, 0);
+  int64_t rem = offset % row;
+  for (int k = m - 1; k >= 1; --k) {
+    r.starts[k] = rem % n.blocks[k];
+    rem /= n.blocks[k];
+    if (r.starts[k] + sel[k] > n.blocks[k]) return r;
+  }
+  r.first = offset / row * row;
+  r.last = r.first + sel[0] * row;
+  if (r.last > len) return r;
+  r.shape = n.blocks;
+  r.shape[0] = sel[0];
+  r.ok = true;
+  return r;
+}
+
+int RowsOf(Builder& b, int flat, const InRow& r) {
+  int64_t len = b.TypeOf(flat).dims[0];
+  int rows = r.first == 0 && r.last == len ? flat : b.Slice(flat, {r.first}, {r.last}, {1});
+  return b.Reshape(rows, r.shape);
+}
+
 }  // namespace
 
 bool StridesNest(const Dims& sizes, const Dims& strides) { return Analyze(sizes, strides).nests; }
@@ -114,11 +157,18 @@ int ReadStrided(Builder& b, int flat, const Dims& sizes, const Dims& strides, Vi
     int g = b.Gather(flat, idx, {}, {0}, {0}, {1}, /*checked=*/false);
     return b.Reshape(g, sizes);
   }
-  int64_t padding;
-  int src = PadForExtent(b, flat, n, offset, &padding);
-  int blocks = Blocks(b, src, n, offset);
+  const int64_t len = b.TypeOf(flat).dims[0], padding = Padding(n, offset, len);
   Dims sel = SelectedDims(sizes, n);
-  if (sel != b.TypeOf(blocks).dims) blocks = b.Slice(blocks, Dims(sel.size(), 0), sel, Dims(sel.size(), 1));
+  InRow in_row = padding > 0 && !offset.dynamic() ? ViewInRow(n, sel, offset.constant, len) : InRow{};
+  int blocks;
+  if (in_row.ok) {
+    Dims limit = in_row.starts;
+    for (size_t k = 0; k < limit.size(); ++k) limit[k] += sel[k];
+    blocks = b.Slice(RowsOf(b, flat, in_row), in_row.starts, limit, Dims(sel.size(), 1));
+  } else {
+    blocks = Blocks(b, Padded(b, flat, padding), n, offset);
+    if (sel != b.TypeOf(blocks).dims) blocks = b.Slice(blocks, Dims(sel.size(), 0), sel, Dims(sel.size(), 1));
+  }
   // Drop the trailing 1, restore the view's dim order, then its size-1 and stride-0 dims.
   Dims moving;
   for (int k : n.order) moving.push_back(sizes[k]);
@@ -182,10 +232,19 @@ int UpdateStrided(Builder& b, int flat, const Dims& sizes_in, const Dims& stride
     if (!offset.dynamic() && offset.constant == 0 && numel == len) return run;
     return b.DynamicUpdateSlice(flat, run, {OffsetValue(b, offset)});
   }
-  int64_t padding;
-  int src = PadForExtent(b, flat, n, offset, &padding);
+  const int64_t padding = Padding(n, offset, len);
+  Dims sel = SelectedDims(sizes, n);
+  int xq = b.Reshape(x, sel);
+  InRow in_row = padding > 0 && !offset.dynamic() ? ViewInRow(n, sel, offset.constant, len) : InRow{};
+  if (in_row.ok) {  // Note [Views inside a row]: the rows updated, then put back
+    std::vector<int> starts;
+    for (int64_t c : in_row.starts) starts.push_back(b.Constant(static_cast<double>(c), DType::kI64));
+    int rows = b.Reshape(b.DynamicUpdateSlice(RowsOf(b, flat, in_row), xq, starts), {in_row.last - in_row.first});
+    if (in_row.first == 0 && in_row.last == len) return rows;
+    return b.DynamicUpdateSlice(flat, rows, {b.Constant(static_cast<double>(in_row.first), DType::kI64)});
+  }
+  int src = Padded(b, flat, padding);
   int blocks = Blocks(b, src, n, offset);
-  int xq = b.Reshape(x, SelectedDims(sizes, n));
   int zero = b.Constant(0, DType::kI64);
   std::vector<int> zeros(n.blocks.size(), zero);
   int updated = b.Reshape(b.DynamicUpdateSlice(blocks, xq, zeros), {n.extent});

@@ -25,6 +25,9 @@ const Case kCases[] = {
     {{2, 1, 3}, {9, 100, 3}, 1, true},   // a size-1 dim with any stride
     {{3, 4}, {0, 2}, 5, true},           // broadcast (stride 0) in a read
     {{}, {}, 13, true},                  // one element
+    {{4, 3}, {10, 1}, 3, true},          // columns 3..5 of a 4x10 matrix: the blocks pass the end
+    {{2, 3, 2}, {2, 12, 1}, 8, true},    // v of a [3, 12] qkv row, heads first: the same
+    {{3, 4}, {12, 1}, 10, true},         // rows that cross a block: a padded copy
     {{3, 3}, {4, 3}, 0, false},          // strides that do not divide
     {{4, 3}, {2, 3}, 1, false},          // overlapping dims (an unfold-style window)
 };
@@ -102,6 +105,30 @@ TEST(StridedViewsTest, WritesReplaceExactlyTheViewsElements) {
       EXPECT_EQ(out, expected) << DimsToString(c.sizes) << " / " << DimsToString(c.strides);
     }
   }
+}
+
+// Note [Views inside a row]: views that start inside a row of their blocks and stay in it read
+// and write the array through slices and reshapes only (views on the host); only a view that
+// crosses a block pays for a padded copy.
+TEST(StridedViewsTest, ViewsInsideARowCopyNothing) {
+  auto pads = [](const Builder& b) {
+    StatusOr<Graph> g = Builder(b).Finish();
+    int n = 0;
+    for (const Op& op : g->ops) n += op.code == OpCode::kPad;
+    return n;
+  };
+  const Case in_row[] = {{{4, 3}, {10, 1}, 3, true}, {{2, 3, 2}, {2, 12, 1}, 8, true}};
+  for (const Case& c : in_row) {
+    Builder r, w;
+    ReadStrided(r, r.Param(T(DType::kF32, {kN})), c.sizes, c.strides, ViewOffset::Constant(c.offset));
+    UpdateStrided(w, w.Param(T(DType::kF32, {kN})), c.sizes, c.strides, ViewOffset::Constant(c.offset),
+                  w.Param(T(DType::kF32, c.sizes)));
+    EXPECT_EQ(pads(r), 0) << DimsToString(c.strides);
+    EXPECT_EQ(pads(w), 0) << DimsToString(c.strides);
+  }
+  Builder crossing;
+  ReadStrided(crossing, crossing.Param(T(DType::kF32, {kN})), {3, 4}, {12, 1}, ViewOffset::Constant(10));
+  EXPECT_EQ(pads(crossing), 1);
 }
 
 TEST(StridedViewsTest, OneProgramServesEveryOffset) {
