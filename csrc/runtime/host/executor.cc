@@ -31,21 +31,6 @@ bool SameView(const View& a, const View& b) {
   return a.data == b.data && a.dtype == b.dtype && a.dims == b.dims && a.strides == b.strides;
 }
 
-// Whether parameter p is read only directly by ops of `region` (not through a view, by another
-// step, or as a result). Only then may an output bound to p's identical view be written in
-// place: the region reads each element just before it writes the same element.
-bool OnlyReadByRegion(const Graph& g, int p, const FusedRegion& region) {
-  for (int r : g.results)
-    if (r == p) return false;
-  for (size_t i = 0; i < g.ops.size(); ++i) {
-    bool uses = false;
-    for (int o : g.ops[i].operands) uses |= o == p;
-    if (uses && std::find(region.ops.begin(), region.ops.end(), static_cast<int>(i)) == region.ops.end())
-      return false;
-  }
-  return true;
-}
-
 // One kernel step: `op` writes `out` from the views of its operands.
 Status RunKernel(const Op& op, const std::vector<View>& views, const View& out) {
   auto in = [&](int i) -> const View& { return views[op.operands[i]]; };
@@ -232,27 +217,6 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
   int nv = g.num_values();
   if (static_cast<int>(launch.params.size()) != np || launch.results.size() != g.results.size())
     return Internal("launch of " + e.name() + " has the wrong number of arguments");
-  // Scratch for the temps (Note [Scratch reuse]), from the device's memory for the launch's
-  // duration; uninitialized (pages of temps written straight into results are never touched).
-  struct Scratch {
-    HostAllocator* allocator;
-    int64_t bytes;
-    void* block = nullptr;
-    std::unique_ptr<char[]> heap;
-    ~Scratch() {
-      if (block) allocator->ReturnScratch(block, bytes);
-    }
-  } held{allocator_, e.scratch_bytes, nullptr, nullptr};
-  char* scratch = nullptr;
-  if (e.scratch_bytes > 0) {
-    if (allocator_) {
-      TPU_ASSIGN_OR_RETURN(held.block, allocator_->TakeScratch(e.scratch_bytes));
-      scratch = static_cast<char*>(held.block);  // 64-byte aligned
-    } else {
-      held.heap.reset(new char[e.scratch_bytes + 64]);
-      scratch = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(held.heap.get()) + 63) & ~uintptr_t{63});
-    }
-  }
   views_.resize(nv);
   std::vector<View>& views = views_;
   for (int p = 0; p < np; ++p) {
@@ -260,16 +224,10 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
     if (views[p].dims != g.params[p].dims || views[p].dtype != g.params[p].dtype)
       return Internal("argument " + std::to_string(p) + " of " + e.name() + " does not match its type");
   }
-  for (int v = np; v < nv; ++v) {
-    if (e.slots[v].kind != SlotKind::kTemp) continue;
-    const TensorType& t = g.TypeOf(v);
-    views[v] = View{scratch + e.slots[v].offset, t.dtype, t.dims, ContiguousStrides(t.dims)};
-    if (IsCompactIota(g, v))  // Note [Compact iota]
-      for (int d = 0; d < t.rank(); ++d) views[v].strides[d] = d == g.Producer(v).attrs.i ? 1 : 0;
-  }
   // Write results straight into their bindings where that is safe: the producing step must
   // accept the binding's layout, and the binding must not overlap an input it could clobber.
   SmallVector<bool, 8> direct(g.results.size(), false);
+  bool all_direct = true;  // every result in [temp_bytes, scratch_bytes): that range is not taken
   const std::vector<int>& producer_step = e.producer_step;
   for (size_t r = 0; r < g.results.size(); ++r) {
     int v = g.results[r];
@@ -279,21 +237,56 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
     if (taken) continue;
     View out = HostView(launch.results[r]);
     bool fused = e.steps[producer_step[v]].kind == StepKind::kFused;
-    if (!fused && !out.IsContiguous()) continue;
-    bool safe = true;
+    bool safe = fused || out.IsContiguous();
     for (int p = 0; p < np && safe; ++p) {
       if (!Overlaps(out, views[p])) continue;
-      // An identical view read only by the same fused region is safe (each element is read
-      // before it is written); anything else goes through the temp.
-      safe = fused && SameView(out, views[p]) &&
-             OnlyReadByRegion(g, p, e.regions[e.steps[producer_step[v]].index]);
+      // A result bound over a parameter (an in-place update) is written there by a fused region
+      // when every step that reads the parameter's memory runs before the region, or is the
+      // region reading it as this same view, not through a view of it (each element just before
+      // it writes that element); else it goes through its temp. (A region does not fail part way:
+      // the parameter is never left half written.) Other views of the same memory are parameters
+      // too (a weight and its transpose): each must be read before.
+      int s = producer_step[v];
+      safe = fused && e.last_view_read[p] < s &&
+             (e.last_read[p] < s || (e.last_read[p] == s && SameView(out, views[p])));
     }
     for (size_t q = 0; q < launch.results.size() && safe; ++q)
       if (q != r && Overlaps(out, HostView(launch.results[q]))) safe = false;
-    if (!safe) continue;
-    views[v] = out;
-    direct[r] = true;
+    if (!safe && e.slots[v].offset + TempBytes(g, v) > e.temp_bytes) all_direct = false;
+    direct[r] = safe;
   }
+  // Scratch for the temps (Note [Scratch reuse], [Result scratch]), from the device's memory for
+  // the launch's duration; uninitialized (pages of temps written straight into results are never
+  // touched).
+  struct Scratch {
+    HostAllocator* allocator;
+    int64_t bytes;
+    void* block = nullptr;
+    std::unique_ptr<char[]> heap;
+    ~Scratch() {
+      if (block) allocator->ReturnScratch(block, bytes);
+    }
+  } held{allocator_, all_direct ? e.temp_bytes : e.scratch_bytes, nullptr, nullptr};
+  char* scratch = nullptr;
+  if (held.bytes > 0) {
+    if (allocator_) {
+      TPU_ASSIGN_OR_RETURN(held.block, allocator_->TakeScratch(held.bytes));
+      scratch = static_cast<char*>(held.block);  // 64-byte aligned
+    } else {
+      held.heap.reset(new char[held.bytes + 64]);
+      scratch = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(held.heap.get()) + 63) & ~uintptr_t{63});
+    }
+  }
+  for (int v = np; v < nv; ++v) {
+    // A range past the scratch taken is a direct result's (its view is the binding, below).
+    if (e.slots[v].kind != SlotKind::kTemp || e.slots[v].offset + TempBytes(g, v) > held.bytes) continue;
+    const TensorType& t = g.TypeOf(v);
+    views[v] = View{scratch + e.slots[v].offset, t.dtype, t.dims, ContiguousStrides(t.dims)};
+    if (IsCompactIota(g, v))  // Note [Compact iota]
+      for (int d = 0; d < t.rank(); ++d) views[v].strides[d] = d == g.Producer(v).attrs.i ? 1 : 0;
+  }
+  for (size_t r = 0; r < g.results.size(); ++r)
+    if (direct[r]) views[g.results[r]] = HostView(launch.results[r]);
   std::vector<std::unique_ptr<char[]>> extra;  // materialized layouts that could not be views
   // After a failed step, the steps that read what it (or a skipped step) writes are skipped and
   // everything else runs: the results that do not depend on the failure are computed, as when the

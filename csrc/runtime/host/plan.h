@@ -95,7 +95,10 @@ class HostExecutable final : public Executable {
   std::vector<Step> steps;
   std::vector<ValueSlot> slots;    // one per value
   std::vector<int> producer_step;  // per value: the step that writes it (-1 for parameters)
-  int64_t scratch_bytes = 0;
+  int64_t scratch_bytes = 0;  // every temp's range
+  int64_t temp_bytes = 0;     // all but the results: Note [Result scratch] (planner.cc)
+  // Per parameter: LastReads and its reads through views (derived when a stored plan is read).
+  std::vector<int> last_read, last_view_read;
 };
 
 // Note [Compact iota]: an iota's value along its dimension is the same in every other position,
@@ -117,5 +120,10 @@ void AssignRegionSlots(const Graph& g, FusedRegion& region);
 
 // Groups `exe.graph` into steps and plans its scratch memory (planner.cc).
 Status PlanExecutable(HostExecutable& exe);
+
+// Per value: the last step that reads its memory, directly or through views of it (steps.size()
+// for what a result reads), or -1; views' own entries stay -1. `through_views` (optional): the
+// same, counting only the reads through views.
+std::vector<int> LastReads(const HostExecutable& exe, std::vector<int>* through_views);
 
 }  // namespace tpu::host

@@ -11,7 +11,7 @@
 namespace tpu::host {
 namespace {
 
-constexpr uint32_t kPlanFormat = 2;  // 2: row steps
+constexpr uint32_t kPlanFormat = 3;  // 2: row steps; 3: results' scratch apart
 
 void WriteInts(const std::vector<int>& v, ByteWriter& w) {
   w.U64(v.size());
@@ -62,6 +62,7 @@ std::string SerializePlan(const HostExecutable& e) {
   }
   WriteInts(e.producer_step, w);
   w.I64(e.scratch_bytes);
+  w.I64(e.temp_bytes);
   w.I64(e.work());
   return w.take();
 }
@@ -146,11 +147,16 @@ StatusOr<std::shared_ptr<const HostExecutable>> DeserializePlan(const std::strin
   if (e->producer_step.size() != static_cast<size_t>(nv)) return InvalidArgument("corrupt plan: producer steps");
   int64_t work;
   TPU_RETURN_IF_ERROR(r.I64(&e->scratch_bytes));
+  TPU_RETURN_IF_ERROR(r.I64(&e->temp_bytes));
   TPU_RETURN_IF_ERROR(r.I64(&work));
-  if (e->scratch_bytes < 0) return InvalidArgument("corrupt plan: negative scratch");
+  if (e->temp_bytes < 0 || e->temp_bytes > e->scratch_bytes) return InvalidArgument("corrupt plan: scratch sizes");
+  std::vector<bool> is_result(nv, false);
+  for (int v : g.results) is_result[v] = true;
   for (int v = g.num_params(); v < nv; ++v) {
     const ValueSlot& s = e->slots[v];
-    if (s.kind == SlotKind::kTemp && (s.offset < 0 || s.offset + TempBytes(g, v) > e->scratch_bytes))
+    // A launch may take only temp_bytes (Note [Result scratch]): every other temp lies below it.
+    int64_t limit = is_result[v] ? e->scratch_bytes : e->temp_bytes;
+    if (s.kind == SlotKind::kTemp && (s.offset < 0 || s.offset + TempBytes(g, v) > limit))
       return InvalidArgument("corrupt plan: a temp outside the scratch");
     // (values inside a fused region live in its registers: no step writes them to memory)
     if ((s.kind == SlotKind::kTemp || s.kind == SlotKind::kView) && e->producer_step[v] < 0)
@@ -159,6 +165,9 @@ StatusOr<std::shared_ptr<const HostExecutable>> DeserializePlan(const std::strin
   for (int p = 0; p < g.num_params(); ++p)
     if (e->slots[p].kind != SlotKind::kParam) return InvalidArgument("corrupt plan: a parameter's slot");
   if (r.remaining() != 0) return InvalidArgument("corrupt plan: trailing bytes");
+  e->last_read = LastReads(*e, &e->last_view_read);
+  e->last_read.resize(g.num_params());
+  e->last_view_read.resize(g.num_params());
   e->set_identity(Fingerprint(source), options.name, work);
   e->set_source(source);
   return std::shared_ptr<const HostExecutable>(std::move(e));

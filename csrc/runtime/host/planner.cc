@@ -6,15 +6,8 @@
 #include <algorithm>
 
 namespace tpu::host {
-namespace {
 
-// Note [Scratch reuse]: temps live from the step that writes them to the last step that reads them
-// (directly, or through views of them, which alias their memory; results are read at the end).
-// Each gets a 64-byte aligned range of scratch that no temp live at an overlapping step shares --
-// placed largest first at the lowest offset that fits -- so a long program (a fused window) needs
-// about its peak of live intermediates, not their sum. Lifetimes are inclusive: a step never
-// writes over what it reads.
-int64_t PlanScratch(HostExecutable& exe) {
+std::vector<int> LastReads(const HostExecutable& exe, std::vector<int>* through_views) {
   const Graph& g = exe.graph;
   const int np = g.num_params(), nv = g.num_values();
   const int end = static_cast<int>(exe.steps.size());
@@ -25,7 +18,11 @@ int64_t PlanScratch(HostExecutable& exe) {
     if (v >= np && exe.slots[v].kind == SlotKind::kView) root[v] = root[g.Producer(v).operands[0]];
   }
   std::vector<int> last(nv, -1);
-  auto read = [&](int v, int step) { last[root[v]] = std::max(last[root[v]], step); };
+  if (through_views) through_views->assign(nv, -1);
+  auto read = [&](int v, int step) {
+    last[root[v]] = std::max(last[root[v]], step);
+    if (through_views && root[v] != v) (*through_views)[root[v]] = std::max((*through_views)[root[v]], step);
+  };
   for (int s = 0; s < end; ++s) {
     const Step& st = exe.steps[s];
     if (st.kind == StepKind::kFused) {
@@ -39,38 +36,65 @@ int64_t PlanScratch(HostExecutable& exe) {
     }
   }
   for (int r : g.results) read(r, end);
+  return last;
+}
+
+namespace {
+
+// Note [Scratch reuse]: temps live from the step that writes them to the last step that reads them
+// (directly, or through views of them, which alias their memory; results are read at the end).
+// Each gets a 64-byte aligned range of scratch that no temp live at an overlapping step shares --
+// placed largest first at the lowest offset that fits -- so a long program (a fused window) needs
+// about its peak of live intermediates, not their sum. Lifetimes are inclusive: a step never
+// writes over what it reads.
+//
+// Note [Result scratch]: a result is usually written straight into its binding (the executor's
+// `direct` results), and then its temp is never touched. Results therefore get their own range
+// after every other temp, [temp_bytes, scratch_bytes), which a launch takes only when one of them
+// cannot be written directly -- else a fused training step would hold its gradients twice (once
+// in their bindings, once reserved in scratch) in the device's memory accounting.
+void PlanScratch(HostExecutable& exe) {
+  const Graph& g = exe.graph;
+  const int np = g.num_params(), nv = g.num_values();
+  std::vector<int> last = LastReads(exe, nullptr);
+  std::vector<bool> is_result(nv, false);
+  for (int r : g.results) is_result[r] = true;
   struct Temp {
     int v, first, last;
     int64_t size;
   };
-  std::vector<Temp> temps;
+  std::vector<Temp> temps[2];  // [0]: the other temps, [1]: results
   for (int v = np; v < nv; ++v) {
     if (exe.slots[v].kind != SlotKind::kTemp) continue;
     int first = exe.producer_step[v];
-    temps.push_back(Temp{v, first, std::max(last[v], first), (TempBytes(g, v) + 63) & ~int64_t{63}});
+    temps[is_result[v]].push_back(Temp{v, first, std::max(last[v], first), (TempBytes(g, v) + 63) & ~int64_t{63}});
   }
-  std::sort(temps.begin(), temps.end(), [](const Temp& a, const Temp& b) {
-    return a.size != b.size ? a.size > b.size : a.v < b.v;
-  });
-  std::vector<const Temp*> placed;
-  std::vector<std::pair<int64_t, int64_t>> taken;  // [offset, end) of placed temps live alongside
-  int64_t total = 0;
-  for (const Temp& t : temps) {
-    taken.clear();
-    for (const Temp* p : placed)
-      if (p->first <= t.last && t.first <= p->last)
-        taken.emplace_back(exe.slots[p->v].offset, exe.slots[p->v].offset + p->size);
-    std::sort(taken.begin(), taken.end());
-    int64_t offset = 0;
-    for (const auto& [lo, hi] : taken) {
-      if (offset + t.size <= lo) break;
-      offset = std::max(offset, hi);
+  auto pack = [&](std::vector<Temp>& list, int64_t base) {
+    std::sort(list.begin(), list.end(), [](const Temp& a, const Temp& b) {
+      return a.size != b.size ? a.size > b.size : a.v < b.v;
+    });
+    std::vector<const Temp*> placed;
+    std::vector<std::pair<int64_t, int64_t>> taken;  // [offset, end) of placed temps live alongside
+    int64_t total = base;
+    for (const Temp& t : list) {
+      taken.clear();
+      for (const Temp* p : placed)
+        if (p->first <= t.last && t.first <= p->last)
+          taken.emplace_back(exe.slots[p->v].offset, exe.slots[p->v].offset + p->size);
+      std::sort(taken.begin(), taken.end());
+      int64_t offset = base;
+      for (const auto& [lo, hi] : taken) {
+        if (offset + t.size <= lo) break;
+        offset = std::max(offset, hi);
+      }
+      exe.slots[t.v].offset = offset;
+      total = std::max(total, offset + t.size);
+      placed.push_back(&t);
     }
-    exe.slots[t.v].offset = offset;
-    total = std::max(total, offset + t.size);
-    placed.push_back(&t);
-  }
-  return total;
+    return total;
+  };
+  exe.temp_bytes = pack(temps[0], 0);
+  exe.scratch_bytes = pack(temps[1], exe.temp_bytes);
 }
 
 }  // namespace
@@ -260,7 +284,10 @@ Status PlanExecutable(HostExecutable& exe) {
   }
 
   for (int p = 0; p < np; ++p) exe.slots[p].kind = SlotKind::kParam;
-  exe.scratch_bytes = PlanScratch(exe);
+  PlanScratch(exe);
+  exe.last_read = LastReads(exe, &exe.last_view_read);
+  exe.last_read.resize(g.num_params());
+  exe.last_view_read.resize(g.num_params());
   return Status::Ok();
 }
 

@@ -248,6 +248,25 @@ TEST(FusionTest, TempsWhoseLivesDoNotOverlapShareScratch) {
   EXPECT_LE(exe->scratch_bytes, 2 * matrix + 64) << "temps that are never live together need not add up";
 }
 
+TEST(FusionTest, ResultsHaveTheirOwnScratchRange) {
+  // Note [Result scratch]: d2 and the sum are results, d1 is not; the results' temps lie past
+  // every other temp, so a launch that writes them directly takes only temp_bytes.
+  Builder b;
+  int x = b.Param(T(DType::kF32, {16, 16}));
+  auto mm = [&](int a, int c) { return b.DotGeneral(a, c, {}, {}, {1}, {0}, DType::kF32); };
+  int d1 = mm(x, x);
+  int d2 = mm(d1, x);
+  int sum = b.Reduce(d2, b.Constant(0, DType::kF32), {0, 1}, ReduceKind::kAdd);
+  b.Result(d2);
+  b.Result(sum);
+  auto exe = CompileOk(b);
+  ASSERT_NE(exe, nullptr);
+  EXPECT_EQ(exe->temp_bytes, 16 * 16 * 4);
+  EXPECT_GE(exe->slots[d2].offset, exe->temp_bytes);
+  EXPECT_GE(exe->slots[sum].offset, exe->temp_bytes);
+  EXPECT_EQ(exe->scratch_bytes, exe->temp_bytes + 16 * 16 * 4 + 64);
+}
+
 TEST(FusionTest, AViewKeepsItsBaseAlive) {
   // t's memory is read through its transpose after u is computed: u must not overwrite it.
   Builder b;

@@ -165,6 +165,49 @@ TEST(ViewsTest, InPlaceWhileAnotherResultIsAViewOfTheParam) {
   EXPECT_EQ(t, (std::vector<float>{1, 4, 2, 5, 3, 6}));
 }
 
+TEST(ViewsTest, InPlaceAfterEveryReadIsWrittenDirectly) {
+  // An optimizer step's shape: a kernel reads the weight w (a matmul), then a fused region
+  // updates w in place from the kernel's output. Every read of w comes before the region, so
+  // the update is written straight into w's buffer (Note [Result scratch]): the launch takes no
+  // scratch for it, only for the matmul's temp. Through its temp, the launch would take both.
+  HostAllocator alloc(0, int64_t{64} << 20);
+  const int64_t n = 64;
+  Buffer* w = alloc.Allocate(n * n * 4).value();
+  Buffer* out = alloc.Allocate(n * n * 4).value();
+  float* wd = static_cast<float*>(w->contents());
+  for (int64_t i = 0; i < n * n; ++i) wd[i] = SmallValue(i);
+  std::vector<float> w0(wd, wd + n * n);
+  Builder b;
+  int wp = b.Param(T(F, {n, n}));
+  int g = b.DotGeneral(wp, wp, {}, {}, {1}, {0}, F);  // a temp
+  b.Result(b.Binary(OpCode::kSubtract, wp, b.Binary(OpCode::kMultiply, g, b.ScalarLike(0.5, g))));
+  b.Result(b.Unary(OpCode::kNegate, g));
+  ExecutablePtr exe = CompileBuilder(b);
+  const auto& plan = static_cast<const HostExecutable&>(*exe);
+  ASSERT_LT(plan.temp_bytes, 2 * n * n * 4);  // the matmul's temp (and a constant's)
+  ASSERT_GE(plan.scratch_bytes, plan.temp_bytes + 2 * n * n * 4);  // the results' temps past it
+  const int64_t buffers = alloc.stats().allocated;
+  {
+    Launch launch{exe, Bindings(Binding(w, 0, F, {n, n})),
+                  Bindings(Binding(w, 0, F, {n, n}), Binding(out, 0, F, {n, n}))};
+    HostExecutor ex(&alloc);
+    RunReport report;
+    alloc.ResetPeak();
+    ASSERT_TRUE(ex.Run(launch, &report).ok());
+    EXPECT_EQ(alloc.stats().peak_allocated, buffers + HostAllocator::RoundSize(plan.temp_bytes));
+  }
+  const float* od = static_cast<const float*>(out->contents());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double dot = 0;
+      for (int64_t k = 0; k < n; ++k) dot += static_cast<double>(w0[i * n + k]) * w0[k * n + j];
+      ASSERT_EQ(wd[i * n + j], w0[i * n + j] - 0.5 * dot) << i << "," << j;
+      ASSERT_EQ(od[i * n + j], -dot) << i << "," << j;  // small values: exact sums
+    }
+  w->Release();
+  out->Release();
+}
+
 TEST(ViewsTest, InPlaceOnAStridedView) {
   // Update every other column of a [3, 8] array in place through a [3, 4] view.
   Builder b;
