@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "base/hash.h"
+#include "base/options.h"
 #include "compiler/passes/dce.h"
+#include "compiler/passes/remat.h"
 #include "ir/verifier.h"
 
 namespace tpu {
@@ -13,7 +15,11 @@ Status Optimize(Graph& graph) {
   for (size_t i = 0; i < graph.ops.size(); ++i) graph.ops[i].src = static_cast<int32_t>(i);
   DcePass dce;
   TPU_ASSIGN_OR_RETURN(bool changed, dce.Run(graph));
-  (void)changed;
+  if (Flags().host_remat) {
+    RematPass remat;
+    TPU_ASSIGN_OR_RETURN(changed, remat.Run(graph));
+    if (changed) TPU_RETURN_IF_ERROR(dce.Run(graph).status());  // originals read by nothing early
+  }
   return Status::Ok();
 }
 
