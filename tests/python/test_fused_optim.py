@@ -156,6 +156,35 @@ def test_fused_functional_form(no_fallback):
             torch.testing.assert_close(a.cpu(), e, **F32)
 
 
+@pytest.mark.parametrize("fused_op", ["adamw", "sgd"])
+def test_gradients_that_are_views_of_one_buffer(fused_op, no_fallback):
+    """FSDP2 hands the optimizer gradients that are views of one reduce-scatter buffer: the step
+    only reads them, so it runs (as on the CPU). Where it writes them back (unscaling by a
+    grad_scale), views of one storage are refused by name."""
+    def step(device):
+        g = torch.Generator().manual_seed(2)
+        params = [torch.nn.Parameter(torch.randn(s, generator=g).to(device)) for s in ((3, 4), (5,))]
+        flat = torch.randn(17, generator=g).to(device)
+        params[0].grad, params[1].grad = flat[:12].view(3, 4), flat[12:]
+        opt = (torch.optim.AdamW(params, lr=0.1, weight_decay=0.1, fused=True) if fused_op == "adamw" else
+               torch.optim.SGD(params, lr=0.1, momentum=0.9, fused=True))
+        for _ in range(3):
+            opt.step()
+        return [p.detach().cpu() for p in params]
+
+    for a, e in zip(step("tpu"), step("cpu")):
+        torch.testing.assert_close(a, e, **F32)
+    params, grads, avgs, sqs, _, steps = adam_state("tpu")
+    flat = torch.cat([g.flatten() for g in grads])
+    views, k = [], 0
+    for g in grads:
+        views.append(flat[k:k + g.numel()].view(g.shape))
+        k += g.numel()
+    with pytest.raises(RuntimeError, match=r"grads\[1\] shares its storage with another tensor the step writes"):
+        torch._fused_adamw_(params, views, avgs, sqs, [], steps, lr=1e-2, beta1=0.9, beta2=0.99, weight_decay=0.0,
+                            eps=1e-8, amsgrad=False, maximize=False, grad_scale=torch.full((1,), 2.0, device="tpu"))
+
+
 def test_fused_errors_are_clear():
     params, grads, avgs, sqs, maxs, steps = adam_state("tpu")
     kw = dict(lr=1e-2, beta1=0.9, beta2=0.99, weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)

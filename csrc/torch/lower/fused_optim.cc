@@ -72,8 +72,9 @@ Common Prepare(Lowering& l, const char* op, const OptTensor& grad_scale, const O
   return c;
 }
 
-// Checks that list `name` matches the parameters (count, device, dtype, shape) and that no
-// tensor written by the step shares storage with another (one program reads all, then writes).
+// Checks that list `name` matches the parameters (count, device, dtype, shape) and, with
+// `written`, that no tensor the step writes shares storage with another (one program reads all,
+// then writes). Tensors only read may share one: FSDP2's gradients are views of one buffer.
 void CheckList(const char* op, const char* name, TensorList params, TensorList list,
                std::unordered_set<const void*>* written) {
   TORCH_CHECK(list.size() == params.size(), op, ": expected as many ", name, " as parameters (", params.size(),
@@ -95,6 +96,9 @@ void CheckList(const char* op, const char* name, TensorList params, TensorList l
     }
   }
 }
+
+// The step writes the gradients back only when it unscales them (UpdateGradient).
+bool GradsWritten(const OptTensor& grad_scale) { return grad_scale.has_value() && grad_scale->defined(); }
 
 void CheckParams(const char* op, TensorList params, std::unordered_set<const void*>* written) {
   for (size_t i = 0; i < params.size(); ++i) {
@@ -154,7 +158,7 @@ void FusedAdam(const char* op, TensorList params, TensorList grads, TensorList e
                const OptTensor& found_inf) {
   std::unordered_set<const void*> written;
   CheckParams(op, params, &written);
-  CheckList(op, "grads", params, grads, &written);
+  CheckList(op, "grads", params, grads, GradsWritten(grad_scale) ? &written : nullptr);
   CheckList(op, "exp_avgs", params, exp_avgs, &written);
   CheckList(op, "exp_avg_sqs", params, exp_avg_sqs, &written);
   if (a.amsgrad) {
@@ -267,7 +271,7 @@ void FusedSgd(const char* op, TensorList params, TensorList grads, TensorList mo
               const OptTensor& grad_scale, const OptTensor& found_inf) {
   std::unordered_set<const void*> written;
   CheckParams(op, params, &written);
-  CheckList(op, "grads", params, grads, &written);
+  CheckList(op, "grads", params, grads, GradsWritten(grad_scale) ? &written : nullptr);
   bool has_momentum = s.momentum != 0;
   if (has_momentum) {
     CheckList(op, "momentum_buffer_list", params, momentum_buffers, &written);
