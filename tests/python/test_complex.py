@@ -175,6 +175,15 @@ def test_sum_and_mean(mode, no_fallback):
     check_same(lambda t: t.conj().sum(0), x)
 
 
+def test_gather(mode, no_fallback):
+    # What a complex rotary cache's lookup does (torchtitan's Llama 3): gather along a dim,
+    # also of a lazy conjugate.
+    x = crand(8, 4)
+    idx = torch.tensor([3, 0, 5, 5]).view(4, 1).expand(4, 4)
+    check_same(lambda t, i: torch.gather(t, 0, i), x, idx)
+    check_same(lambda t, i: torch.gather(t.conj(), 1, i), x, torch.tensor([[1, 0], [3, 3], [2, 2]]))
+
+
 def test_unsupported_op_says_so():
     x = crand(3).to("tpu")
     with pytest.raises(NotImplementedError, match="aten::tanh does not support complex"):

@@ -15,6 +15,7 @@
 #include <limits>
 #include <sstream>
 
+#include "torch/lower/complex_util.h"
 #include "torch/lower/elementwise_util.h"
 #include "torch/lower/index_util.h"
 #include "torch/lower/structured.h"
@@ -68,6 +69,14 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
 at::Tensor& GatherInto(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
   if (out.numel() == 0) return out;
   dim = at::maybe_wrap_dim(dim, self.dim());
+  if (IsComplex(self.scalar_type())) {
+    // Note [Complex tensors]: the gather of the float pairs, the pair one more dim of the index.
+    std::vector<int64_t> pairs = index.sizes().vec();
+    pairs.push_back(2);
+    at::Tensor real_out = at::view_as_real(out);
+    GatherInto(ResolvedRealView(self), dim, index.unsqueeze(-1).expand(pairs), real_out);
+    return out;
+  }
   Lowering l("aten::gather");
   Builder& b = l.b();
   int src = b.Reshape(l.Input(self), Dims1(self));
