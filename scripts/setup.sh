@@ -9,7 +9,8 @@
 # 2. a venv outside the repo, reused between runs and recreated when broken:
 #    $TORCH_TPU_VENV (default ~/.cache/torch_tpu/venv, i.e. /root/.cache/torch_tpu/venv as root);
 # 3. Python packages in it (torch pinned to 2.13.0, the CPU build; the PJRT plugins and header
-#    with --no-deps), installed only when missing;
+#    with --no-deps), installed only when missing; torchtitan and its imports with --no-deps in
+#    $TORCH_TPU_TITAN_DIR (default ~/.cache/torch_tpu/titan), outside the venv;
 # 4. `pip install --no-build-isolation -e .`: the C++ extension is built by CMake+Ninja in build/
 #    (incremental, ccache) and lands in ./torch_tpu/.
 # Set TORCH_TPU_SKIP_BUILD=1 to skip step 4.
@@ -37,6 +38,18 @@ _TPU_PY_NODEPS_PACKAGES=(
   "lammps-jax-pjrt-cpu==0.11.2"  # XLA's CPU PJRT plugin (PJRT C API 0.115): the CI plugin
   "xla-cpu-pjrt==0.0.1"          # pjrt_c_api.h (API 0.81) and an older CPU plugin
   "libtpu==0.0.52"               # the TPU plugin; loaded only where a TPU is present (or forced)
+)
+
+# torchtitan (tests/python/distributed/test_torchtitan.py, README "torchtitan"): installed with
+# --no-deps into a directory of its own, outside the venv (its requirements pin jax/torch ranges
+# and pull in packages nothing else here uses); the runs put it on PYTHONPATH. These are the
+# imports torchtitan's trainer needs for the debug models; wandb, einops and torch_checkpointing
+# are not imported on these runs, and tokenizers, safetensors and pillow are in the venv.
+export TORCH_TPU_TITAN_DIR="${TORCH_TPU_TITAN_DIR:-${HOME:-/root}/.cache/torch_tpu/titan}"
+_TPU_TITAN_PACKAGES=(
+  torchtitan==0.3.0 spmd_types==0.2.3 torchdata==0.11.0 tyro==1.0.17 docstring-parser==0.18.0
+  typeguard==4.6.1 tensorboard==2.21.0 protobuf==7.36.2 absl-py==2.5.1 datasets==4.7.0 pandas==3.1.1
+  pyarrow==26.0.1 dill==0.4.0 multiprocess==0.70.18 xxhash==4.1.0 httpx==0.29.0 httpcore==1.0.9
 )
 
 _tpu_log() { echo "[setup] $*"; }
@@ -118,6 +131,28 @@ _tpu_python_packages() {
   _tpu_log "torch: $("$py" -c 'import importlib.metadata as m; print(m.version("torch"))')"
 }
 
+_tpu_titan() {
+  local stamp="$TORCH_TPU_TITAN_DIR/.torch_tpu_packages" want="${_TPU_TITAN_PACKAGES[*]}"
+  if [[ -f $stamp && "$(cat "$stamp")" == "$want" ]]; then
+    _tpu_log "torchtitan: ok ($TORCH_TPU_TITAN_DIR)"
+    return 0
+  fi
+  _tpu_log "torchtitan: installing into $TORCH_TPU_TITAN_DIR"
+  local log
+  log="$(mktemp)"
+  rm -rf "$TORCH_TPU_TITAN_DIR"
+  if ! "$TORCH_TPU_VENV/bin/python" -m pip install --disable-pip-version-check --no-deps \
+      --target "$TORCH_TPU_TITAN_DIR" "${_TPU_TITAN_PACKAGES[@]}" >"$log" 2>&1; then
+    cat "$log"
+    rm -f "$log"
+    _tpu_log "error: pip install of torchtitan failed (log above)"
+    return 1
+  fi
+  rm -f "$log"
+  echo "$want" >"$stamp"
+  _tpu_log "torchtitan: installed"
+}
+
 _tpu_build() {
   if [[ ${TORCH_TPU_SKIP_BUILD:-0} == 1 ]]; then
     _tpu_log "build: skipped (TORCH_TPU_SKIP_BUILD=1)"
@@ -144,6 +179,7 @@ _tpu_setup_main() {
   _tpu_apt
   _tpu_venv
   _tpu_python_packages
+  _tpu_titan
   _tpu_build
 }
 
