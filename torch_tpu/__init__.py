@@ -89,6 +89,9 @@ def _register() -> None:
     from . import distributed as _distributed
 
     _distributed.register()  # the c10d backend "tpu" / "tpu_dist"
+    from . import modes as _modes
+
+    _modes.register_step_hook()  # fused mode: a window per training step (Note [Step windows])
 
     import atexit
 

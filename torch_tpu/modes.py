@@ -9,8 +9,17 @@
 * ``fused``: ops are deferred into a window per device that compiles as one program and runs when
   a value is needed: a host read of pending data (``.item()``, ``.cpu()``, ``print``), a
   ``synchronize()``, a CPU-fallback op, the window's size limit (option ``window_ops``) or a
-  mode change. Shape/dtype/device mistakes still raise at the user's line; a data-dependent error
-  raises at the next sync point naming the op and its line.
+  mode change -- and at the end of every ``optimizer.step()`` (Note [Step windows]).
+  Shape/dtype/device mistakes still raise at the user's line; a data-dependent error raises at
+  the next sync point naming the op and its line.
+
+Note [Step windows]: a training loop that reads nothing on the host each step (it logs every
+N steps) would otherwise record windows that run past step boundaries and are cut only at the size
+limit, at a different point of the step each time: each such window is a new program, compiled
+again and again. An optimizer step post-hook (registered for every optimizer when torch_tpu is
+imported) cuts the windows when step() returns, so each training step is one window with the same
+fingerprint every step, and it runs while Python records the next step. It does nothing outside
+fused mode or while Dynamo traces (torch.compile'd optimizer steps stay one graph).
 """
 from __future__ import annotations
 
@@ -46,6 +55,27 @@ def eager_mode(mode: str):
         yield
     finally:
         set_eager_mode(previous)
+
+
+def _cut_after_optimizer_step(optimizer, args, kwargs) -> None:
+    """Note [Step windows]."""
+    import torch
+
+    if torch.compiler.is_compiling() or _C.get_option("eager_mode") != "fused":
+        return
+    _C._cut_windows("optimizer_step")
+
+
+_step_hook = None
+
+
+def register_step_hook() -> None:
+    """Registers the optimizer step post-hook of Note [Step windows] (once)."""
+    global _step_hook
+    if _step_hook is None:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        _step_hook = register_optimizer_step_post_hook(_cut_after_optimizer_step)
 
 
 def set_check_nan(enabled: bool) -> None:

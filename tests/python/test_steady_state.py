@@ -70,6 +70,39 @@ def test_no_compiles_after_warmup(name):
     assert losses[:2] == warm
 
 
+def test_a_loop_that_reads_nothing_each_step_compiles_nothing_after_warmup():
+    """Note [Step windows] (torch_tpu/modes.py): with no host read per step, the windows are cut
+    when optimizer.step() returns, so each step is the same program. Cut only at the size limit
+    (window_ops), windows would span steps at a different point each time: new programs."""
+    torch.manual_seed(0)
+    cfg = char_gpt.GPTConfig(vocab_size=DATA.vocab_size, block_size=16, n_layer=2, n_head=2, n_embd=32, dropout=0.0)
+    gen = torch.Generator().manual_seed(0)
+    batches = [[t.to("tpu") for t in DATA.batch(4, cfg.block_size, gen)] for _ in range(3)]
+    with torch_tpu.eager_mode("fused"):
+        model = char_gpt.GPT(cfg).to("tpu")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+        def steps(n):
+            for i in range(n):
+                x, y = batches[i % len(batches)]
+                _, loss = model(x, y)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+            return loss
+
+        steps(2)
+        torch.tpu.synchronize()
+        torch_tpu.metrics.reset()
+        before = compile_cache.stats()["compiles"]
+        with compile_cache.cache_only():
+            loss = steps(12)  # about 17,000 ops: past window_ops (10,000) if nothing cut them
+            torch.tpu.synchronize()
+        assert compile_cache.stats()["compiles"] == before
+        assert torch_tpu.metrics.window_cuts().get("optimizer_step") == 12, torch_tpu.metrics.window_cuts()
+        assert torch.isfinite(loss).item()
+
+
 def gpt_peak(mode):
     torch.manual_seed(0)
     cfg = char_gpt.GPTConfig(vocab_size=DATA.vocab_size, block_size=32, n_layer=2, n_head=2, n_embd=64)

@@ -17,7 +17,8 @@ namespace tpu::torch_bridge {
 namespace {
 
 constexpr const char* kReasonNames[] = {"host_read", "synchronize", "size_limit", "fallback",
-                                        "mode_change", "alias", "each_op", "compiled_graph", "collective"};
+                                        "mode_change", "alias", "each_op", "compiled_graph", "collective",
+                                        "optimizer_step"};
 static_assert(sizeof(kReasonNames) / sizeof(kReasonNames[0]) == static_cast<int>(CutReason::kCount));
 
 Counter* CutCounter(CutReason r) {

@@ -47,6 +47,7 @@ enum class CutReason : int {
   kEachOp,       // a backend without strided bindings runs strict/debug mode as one-op windows
   kCompiledGraph,  // a compiled graph is launched and reads or writes what the window holds
   kCollective,     // a collective reads or writes a storage the window uses (distributed/issue.h)
+  kOptimizerStep,  // an optimizer's step() returned: a training step's end (torch_tpu/modes.py)
   kCount
 };
 const char* CutReasonName(CutReason reason);
