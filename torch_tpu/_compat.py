@@ -321,12 +321,15 @@ def exported_flat_inputs(ep, args: tuple, kwargs: dict):
 
 
 # ---- torch.distributed ---------------------------------------------------------------------------
-# init_process_group() with no backend ("undefined") maps the process's accelerator to its
-# registered backend (ours, for tpu) but then marks the group's *default* backend as Gloo unless
-# the backend is NCCL (distributed_c10d._new_process_group_helper, torch 2.10-2.14). No Gloo
-# backend exists in such a group, so whatever asks for the default backend fails: DDP's
-# constructor ("Could not find backend type 1 for Process Group with name gloo"). The group's
-# default becomes our (custom) backend when that is the one the config holds.
+# A process group's *default* backend is what asks for it without naming a device (DDP's
+# constructor, hooks). distributed_c10d._new_process_group_helper (torch 2.10-2.14) gets it wrong
+# for a plugin backend like ours: with no backend named ("undefined") it maps the process's
+# accelerator to its registered backend (ours) but marks the default Gloo unless it is NCCL, and
+# no Gloo backend exists in that group -- DDP failed with "Could not find backend type 1 for
+# Process Group with name gloo"; with "cpu:gloo,tpu:tpu" it means to pick the plugin but compares
+# the plugins' upper-case names with the config's lower-case ones, so the default stays undefined
+# (and warns). The group's default becomes our backend whenever the config holds it, as NCCL is
+# for "cpu:gloo,cuda:nccl".
 def patch_undefined_backend_default(c10d) -> None:
     helper = c10d._new_process_group_helper
     if getattr(helper, "_torch_tpu", False):
@@ -336,8 +339,9 @@ def patch_undefined_backend_default(c10d) -> None:
     def new_process_group_helper(*args, **kwargs):
         pg, store = helper(*args, **kwargs)
         backend = kwargs["backend"] if "backend" in kwargs else args[3]
-        if str(backend) == c10d.Backend.UNDEFINED and pg is not c10d.GroupMember.NON_GROUP_MEMBER:
-            if set(c10d.BackendConfig(backend).get_device_backend_map().values()) <= {"tpu", "tpu_dist"}:
+        if pg is not c10d.GroupMember.NON_GROUP_MEMBER:
+            backends = {str(b) for b in c10d.BackendConfig(backend).get_device_backend_map().values()}
+            if backends & {"tpu", "tpu_dist"} and "nccl" not in backends:
                 pg._set_default_backend(c10d.ProcessGroup.BackendType.CUSTOM)
         return pg, store
 

@@ -82,7 +82,7 @@ def test_registration_and_default_backend():
     out = run_ranks(_default_backend_worker, 2, backend=None)
     for r in out:
         assert r == {"backend_list": True, "default_map": "tpu", "config": "tpu:tpu", "transport": "shm",
-                     "mixed": [2.0, 2.0], "mesh": "tpu"}, r
+                     "mixed": [2.0, 2.0], "ddp_grad": [[1.5, 1.5, 1.5]], "mesh": "tpu"}, r
 
 
 def _default_backend_worker(rank, world):
@@ -103,6 +103,13 @@ def _default_backend_worker(rank, world):
     dist.all_reduce(a, group=g)
     dist.all_reduce(b, group=g)
     out["mixed"] = [a.item(), b.item()]
+    # DDP over that group (its default backend is tpu's, as NCCL is for "cpu:gloo,cuda:nccl"): the
+    # gradient is the mean of the ranks' inputs, (1 + 2) / 2.
+    from torch.nn.parallel import DistributedDataParallel
+
+    ddp = DistributedDataParallel(torch.nn.Linear(3, 1, bias=False).to("tpu"), process_group=g)
+    ddp(torch.full((1, 3), float(rank + 1), device="tpu")).sum().backward()
+    out["ddp_grad"] = ddp.module.weight.grad.cpu().tolist()
     mesh = init_device_mesh("tpu", (world,))
     out["mesh"] = mesh.device_type
     dist.destroy_process_group()
