@@ -347,3 +347,28 @@ def patch_undefined_backend_default(c10d) -> None:
 
     new_process_group_helper._torch_tpu = True
     c10d._new_process_group_helper = new_process_group_helper
+
+
+# torch.distributed's _set_pg_timeout (what torchtitan calls as set_timeout) sets the timeout of a
+# group's Gloo and NCCL backends only and warns for any other (torch 2.10-2.14). Ours takes it too:
+# the group's tpu backend, then the original for whatever else the group holds.
+def patch_set_pg_timeout(c10d) -> None:
+    original = c10d._set_pg_timeout
+    if getattr(original, "_torch_tpu", False):
+        return
+
+    @functools.wraps(original)
+    def set_pg_timeout(timeout, group=None):
+        pg = c10d._get_default_group() if group is None else group
+        devices = [] if c10d._rank_not_in_group(pg) else list(pg._device_types)
+        tpu = torch.device("tpu")
+        if tpu in devices:
+            backend = pg._get_backend(tpu)
+            if hasattr(backend, "_set_default_timeout"):
+                backend._set_default_timeout(timeout)
+                if all(d == tpu for d in devices):
+                    return
+        original(timeout, group)
+
+    set_pg_timeout._torch_tpu = True
+    c10d._set_pg_timeout = set_pg_timeout

@@ -73,12 +73,11 @@ c10::intrusive_ptr<c10d::Backend::Options> TpuBackend::getBackendOptions() {
 }
 
 void TpuBackend::setTimeout(std::chrono::milliseconds timeout) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
-  timeout_ = static_cast<double>(timeout.count()) / 1000.0;
+  timeout_ = static_cast<double>(timeout.count()) / 1000.0;  // for the collectives issued next
 }
 
 double TpuBackend::TimeoutOf(std::chrono::milliseconds op_timeout) const {
-  return op_timeout.count() > 0 ? static_cast<double>(op_timeout.count()) / 1000.0 : timeout_;
+  return op_timeout.count() > 0 ? static_cast<double>(op_timeout.count()) / 1000.0 : timeout_.load();
 }
 
 void TpuBackend::abort() { transport_->Abort("torch_tpu distributed: process group '" + name_ + "' was aborted"); }

@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -41,6 +42,7 @@ class TpuBackend final : public c10d::Backend {
   void abort() override;
   void shutdown() override {}
   const std::string& transport_name() const { return transport_name_; }
+  double timeout_seconds() const { return timeout_; }  // for collectives with no timeout of their own
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;
@@ -101,7 +103,7 @@ class TpuBackend final : public c10d::Backend {
   std::shared_ptr<Transport> transport_;
   std::string transport_name_;
   const std::string name_;
-  double timeout_;
+  std::atomic<double> timeout_;  // seconds; setTimeout (torch.distributed's _set_pg_timeout) changes it
   std::recursive_mutex mu_;  // collectives are issued one at a time, in order
   int device_ = -1;          // the tpu device the group runs on, bound by its first collective
   uint64_t seq_ = 0;         // collectives issued

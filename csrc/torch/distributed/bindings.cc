@@ -32,7 +32,14 @@ void AddBindings(py::module_& m) {
              }),
              py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("name"),
              py::arg("transport"), py::arg("gloo") = py::none())
-        .def_property_readonly("transport", &TpuBackend::transport_name);
+        .def_property_readonly("transport", &TpuBackend::transport_name)
+        // What torch.distributed's _set_pg_timeout calls on Gloo's and NCCL's backends (_compat.py
+        // routes it here for tpu): the timeout of the collectives issued from now on.
+        .def("_set_default_timeout", [](TpuBackend& b, py::object timedelta) {
+          double seconds = timedelta.attr("total_seconds")().cast<double>();
+          b.setTimeout(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+        })
+        .def_property_readonly("timeout", &TpuBackend::timeout_seconds);
     return py::object(d);
   });
 }

@@ -107,6 +107,33 @@ def test_rank_that_never_arrives_times_out():
     assert LOST_TIMEOUT - 1 < sec < LOST_TIMEOUT + 10, sec
 
 
+def _lost_after_a_new_timeout(rank, world):
+    """The group starts with a long timeout; torch.distributed's _set_pg_timeout (torchtitan's
+    set_timeout) shortens it, and the lost rank is reported after the new one."""
+    import datetime
+
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _set_pg_timeout
+
+    t = torch.ones(4, device="tpu")
+    dist.all_reduce(t)
+    t.cpu()
+    _set_pg_timeout(datetime.timedelta(seconds=LOST_TIMEOUT))
+    backend = dist.group.WORLD._get_backend(torch.device("tpu"))
+    if rank == 1:
+        time.sleep(LOST_TIMEOUT + 3)
+        return backend.timeout, None
+    return backend.timeout, _sync_error(lambda: (dist.all_reduce(t, async_op=True).wait(), t.cpu()))
+
+
+def test_a_timeout_set_after_init_applies():
+    out = run_ranks(_lost_after_a_new_timeout, 2, pg_timeout=120, timeout=120)
+    assert out[1][0] == out[0][0] == LOST_TIMEOUT, out
+    msg, sec = out[0][1]
+    assert msg is not None and f"timed out after {LOST_TIMEOUT} s waiting for rank 1" in msg, msg
+    assert LOST_TIMEOUT - 1 < sec < LOST_TIMEOUT + 10, sec
+
+
 def _killed(rank, world):
     import os
     import signal
