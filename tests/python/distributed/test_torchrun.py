@@ -25,14 +25,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _torchrun(*args, env=None):
+def _torchrun(out_dir, *args, env=None):
     cmd = [sys.executable, "-m", "torch.distributed.run", *args, WORKER]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+                            env={**os.environ, "OMP_NUM_THREADS": "1", "TPU_TORCHRUN_OUT": str(out_dir),
+                                 **(env or {})})
 
 
-def _results(procs):
-    out = []
+def _results(procs, out_dir):
     for p in procs:
         try:
             text, _ = p.communicate(timeout=240)
@@ -41,7 +41,10 @@ def _results(procs):
                 q.kill()
             pytest.fail("torchrun did not finish within 240 s")
         assert p.returncode == 0, text[-4000:]
-        out += [json.loads(line[len("RESULT "):]) for line in text.splitlines() if line.startswith("RESULT ")]
+    out = []
+    for name in sorted(os.listdir(out_dir)):
+        with open(os.path.join(out_dir, name)) as f:
+            out.append(json.load(f))
     return sorted(out, key=lambda r: r["rank"])
 
 
@@ -71,14 +74,14 @@ def _check(results, transport):
         torch.testing.assert_close(torch.tensor(r["weight"]), weight, rtol=1e-5, atol=1e-6)
 
 
-def test_one_node_two_processes():
-    p = _torchrun("--standalone", f"--nproc_per_node={WORLD}")
-    _check(_results([p]), "shm")
+def test_one_node_two_processes(tmp_path):
+    p = _torchrun(tmp_path, "--standalone", f"--nproc_per_node={WORLD}")
+    _check(_results([p], tmp_path), "shm")
 
 
-def test_two_nodes_simulated_on_one_machine():
+def test_two_nodes_simulated_on_one_machine(tmp_path):
     port = _free_port()
-    procs = [_torchrun(f"--nnodes={WORLD}", f"--node_rank={n}", "--nproc_per_node=1", "--master_addr=127.0.0.1",
-                       f"--master_port={port}", env={"TORCH_TPU_DIST_HOST_ID": f"node{n}"})
+    procs = [_torchrun(tmp_path, f"--nnodes={WORLD}", f"--node_rank={n}", "--nproc_per_node=1",
+                       "--master_addr=127.0.0.1", f"--master_port={port}", env={"TORCH_TPU_DIST_HOST_ID": f"node{n}"})
              for n in range(WORLD)]
-    _check(_results(procs), "gloo")
+    _check(_results(procs, tmp_path), "gloo")

@@ -1,6 +1,7 @@
 """Run by test_torchrun.py under torchrun: what a user's script does, unchanged -- the process group
 from torchrun's environment with no backend named, a collective, and DDP steps of a small model;
-each rank prints one JSON line with what it saw."""
+each rank writes what it saw as JSON to $TPU_TORCHRUN_OUT/rank<N>.json (the ranks share torchrun's
+stdout, where long lines of two ranks can interleave)."""
 import json
 import os
 
@@ -34,9 +35,10 @@ for _ in range(3):
 
 pg = dist.group.WORLD
 backend = pg._get_backend(torch.device("tpu"))
-print("RESULT " + json.dumps({
-    "rank": rank, "world": world, "config": str(dist.get_backend_config()), "transport": backend.transport,
-    "all_reduce": x[:4].cpu().tolist(), "losses": losses,
-    "weight": model.module[0].weight.detach().cpu().flatten().tolist(),
-}), flush=True)
+with open(os.path.join(os.environ["TPU_TORCHRUN_OUT"], f"rank{rank}.json"), "w") as f:
+    json.dump({
+        "rank": rank, "world": world, "config": str(dist.get_backend_config()), "transport": backend.transport,
+        "all_reduce": x[:4].cpu().tolist(), "losses": losses,
+        "weight": model.module[0].weight.detach().cpu().flatten().tolist(),
+    }, f)
 dist.destroy_process_group()
