@@ -330,7 +330,7 @@ def exported_flat_inputs(ep, args: tuple, kwargs: dict):
 # the plugins' upper-case names with the config's lower-case ones, so the default stays undefined
 # (and warns). The group's default becomes our backend whenever the config holds it, as NCCL is
 # for "cpu:gloo,cuda:nccl".
-def patch_undefined_backend_default(c10d) -> None:
+def patch_default_backend(c10d) -> None:
     helper = c10d._new_process_group_helper
     if getattr(helper, "_torch_tpu", False):
         return

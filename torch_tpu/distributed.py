@@ -85,6 +85,6 @@ def register() -> None:
 
     from . import _compat
 
-    _compat.patch_undefined_backend_default(distributed_c10d)
+    _compat.patch_default_backend(distributed_c10d)
     _compat.patch_set_pg_timeout(distributed_c10d)
     _registered = True

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import contextlib
 
+import torch
+
 from . import _C
 from . import config
 
@@ -59,8 +61,6 @@ def eager_mode(mode: str):
 
 def _cut_after_optimizer_step(optimizer, args, kwargs) -> None:
     """Note [Step windows]."""
-    import torch
-
     if torch.compiler.is_compiling() or _C.get_option("eager_mode") != "fused":
         return
     _C._cut_windows("optimizer_step")

@@ -53,10 +53,9 @@ namespace {
 // after every other temp, [temp_bytes, scratch_bytes), which a launch takes only when one of them
 // cannot be written directly -- else a fused training step would hold its gradients twice (once
 // in their bindings, once reserved in scratch) in the device's memory accounting.
-void PlanScratch(HostExecutable& exe) {
+void PlanScratch(HostExecutable& exe, const std::vector<int>& last) {  // last: LastReads
   const Graph& g = exe.graph;
   const int np = g.num_params(), nv = g.num_values();
-  std::vector<int> last = LastReads(exe, nullptr);
   std::vector<bool> is_result(nv, false);
   for (int r : g.results) is_result[r] = true;
   struct Temp {
@@ -284,9 +283,9 @@ Status PlanExecutable(HostExecutable& exe) {
   }
 
   for (int p = 0; p < np; ++p) exe.slots[p].kind = SlotKind::kParam;
-  PlanScratch(exe);
   exe.last_read = LastReads(exe, &exe.last_view_read);
-  exe.last_read.resize(g.num_params());
+  PlanScratch(exe, exe.last_read);
+  exe.last_read.resize(g.num_params());  // the executor reads the parameters' only
   exe.last_view_read.resize(g.num_params());
   return Status::Ok();
 }
