@@ -25,6 +25,20 @@ namespace tpu::host {
 namespace {
 
 constexpr int64_t kTile = 256;
+// Note [Tile length]: a tile is kTile elements or a multiple of it. Each tile costs a fixed amount
+// (offsets, one kernel call per op, stores), about as much as a kernel spends on 256 elements, so
+// a region runs its longest tile whose values still fit in L1: values that need storage (an op's
+// result, an input that must be converted, gathered or splatted) take kL1Budget bytes between
+// them; inputs read in place and the result written in place take none. A one-op region over
+// contiguous float32 then runs tiles of kMaxTile elements, a long chain tiles of kTile.
+constexpr int64_t kMaxTile = 16384;
+constexpr int64_t kL1Budget = 32 * 1024;
+
+int64_t TileLength(int values_stored) {
+  if (values_stored == 0) return kMaxTile;
+  int64_t t = kL1Budget / (8 * values_stored) / kTile * kTile;
+  return std::clamp<int64_t>(t, kTile, kMaxTile);
+}
 
 enum class Rc : uint8_t { kF32, kF64, kI64, kI32 };
 
@@ -481,22 +495,23 @@ struct Operand {
   int elem;
 };
 
-// Iterates a (coalesced) space in tiles, calling fn(offsets_in_elements[], len) per tile.
+// Iterates a (coalesced) space in tiles of at most `tile` elements, calling
+// fn(offsets_in_elements[], len) per tile.
 template <typename Ops, typename F>
-void ForEachTile(const Dims& dims, const Ops& ops, F&& fn) {
+void ForEachTile(const Dims& dims, const Ops& ops, int64_t tile, F&& fn) {
   int rank = static_cast<int>(dims.size());
   int64_t inner = rank ? dims.back() : 1;
   int64_t outer = 1;
   for (int d = 0; d + 1 < rank; ++d) outer *= dims[d];
-  int64_t chunks = (inner + kTile - 1) / kTile;
+  int64_t chunks = (inner + tile - 1) / tile;
   int64_t tiles = outer * chunks;
   int64_t total = outer * inner;
   auto body = [&](int64_t b, int64_t e) {
     SmallVector<int64_t, 16> off(ops.size());
     for (int64_t t = b; t < e; ++t) {
       int64_t o = t / chunks, c = t % chunks;
-      int64_t start = c * kTile;
-      int64_t len = std::min(kTile, inner - start);
+      int64_t start = c * tile;
+      int64_t len = std::min(tile, inner - start);
       for (size_t k = 0; k < ops.size(); ++k) {
         int64_t rem = o, acc = 0;
         for (int d = rank - 2; d >= 0; --d) {
@@ -508,7 +523,8 @@ void ForEachTile(const Dims& dims, const Ops& ops, F&& fn) {
       fn(off.data(), len);
     }
   };
-  if (ThreadPool::Worth(total)) ThreadPool::Get().ParallelFor(tiles, std::max<int64_t>(1, 8192 / kTile), body);
+  if (ThreadPool::Worth(total))
+    ThreadPool::Get().ParallelFor(tiles, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, std::min(tile, inner))), body);
   else body(0, tiles);
 }
 
@@ -568,54 +584,69 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
   thread_local std::vector<char> reused_splats;
   std::vector<char>& splats = reused_splats;
   SmallVector<int, 8> splat_of(nin, -1);
-  {
-    int count = 0;
-    for (int k = 0; k < nin; ++k) {
-      bool scalar = true;
-      for (int64_t st : operands[k].strides) scalar &= st == 0;
-      if (scalar) splat_of[k] = count++;
-    }
-    splats.resize(static_cast<size_t>(count) * kTile * 8 + 64);
-    for (int k = 0; k < nin; ++k) {
-      if (splat_of[k] < 0) continue;
-      char* t = splats.data() + splat_of[k] * kTile * 8;
-      Load(operands[k].dtype, operands[k].base, 0, 1, t);
-      if (ClassOf(operands[k].dtype) == Rc::kF64 || ClassOf(operands[k].dtype) == Rc::kI64) {
-        uint64_t* r = reinterpret_cast<uint64_t*>(t);
-        std::fill(r + 1, r + kTile, r[0]);
-      } else {
-        uint32_t* r = reinterpret_cast<uint32_t*>(t);
-        std::fill(r + 1, r + kTile, r[0]);
-      }
+  int nsplats = 0;
+  for (int k = 0; k < nin; ++k) {
+    bool scalar = true;
+    for (int64_t st : operands[k].strides) scalar &= st == 0;
+    if (scalar) splat_of[k] = nsplats++;
+  }
+  // Each value that needs storage gets a tile of it (Note [Tile length]).
+  const bool composites = !region.composite.empty();
+  int store_of[kMaxRegionValues];
+  int nstored = 0;
+  for (int k = 0; k < nin; ++k) {
+    const Operand& o = operands[k];
+    bool in_place = splat_of[k] >= 0 || (inner_stride(o) == 1 && IsRegisterLayout(o.dtype));
+    store_of[k] = in_place ? -1 : nstored++;
+  }
+  for (int i = 0; i < nops; ++i) {
+    bool none = (direct_out >= 0 && nin + i == last_slot) ||
+                (composites && region.composite[i] == FusedRegion::Composite::kCovered);
+    store_of[nin + i] = none ? -1 : nstored++;
+  }
+  const int64_t tile = TileLength(nstored);
+  splats.resize(static_cast<size_t>(nsplats) * tile * 8 + 64);
+  for (int k = 0; k < nin; ++k) {
+    if (splat_of[k] < 0) continue;
+    char* t = splats.data() + splat_of[k] * tile * 8;
+    Load(operands[k].dtype, operands[k].base, 0, 1, t);
+    if (ClassOf(operands[k].dtype) == Rc::kF64 || ClassOf(operands[k].dtype) == Rc::kI64) {
+      uint64_t* r = reinterpret_cast<uint64_t*>(t);
+      std::fill(r + 1, r + tile, r[0]);
+    } else {
+      uint32_t* r = reinterpret_cast<uint32_t*>(t);
+      std::fill(r + 1, r + tile, r[0]);
     }
   }
-  const bool composites = !region.composite.empty();
-  ForEachTile(dims, operands, [&](const int64_t* off, int64_t len) {
-    alignas(64) thread_local static char storage[kMaxRegionValues][kTile * 8];
+  ForEachTile(dims, operands, tile, [&](const int64_t* off, int64_t len) {
+    // nstored * tile * 8 <= max(kL1Budget, nstored * kTile * 8), within this (TileLength).
+    alignas(64) thread_local static char storage_bytes[kMaxRegionValues * kTile * 8];
+    auto storage = [&](int slot) { return storage_bytes + store_of[slot] * tile * 8; };
     void* regs[kMaxRegionValues];
     for (int k = 0; k < nin; ++k) {
       const Operand& o = operands[k];
       const char* p = o.base + off[k] * o.elem;
       int64_t s = inner_stride(o);
       if (splat_of[k] >= 0) {
-        regs[k] = splats.data() + splat_of[k] * kTile * 8;
+        regs[k] = splats.data() + splat_of[k] * tile * 8;
       } else if (s == 1 && IsRegisterLayout(o.dtype)) {
         regs[k] = const_cast<char*>(p);
       } else if (s == 0) {
         // Broadcast along the tile: load one element, splat.
-        Load(o.dtype, p, 0, 1, storage[k]);
+        char* t = storage(k);
+        Load(o.dtype, p, 0, 1, t);
         // A typed fill (a per-element memcpy of a runtime size is a library call per element).
         if (ClassOf(o.dtype) == Rc::kF64 || ClassOf(o.dtype) == Rc::kI64) {
-          uint64_t* r = reinterpret_cast<uint64_t*>(storage[k]);
+          uint64_t* r = reinterpret_cast<uint64_t*>(t);
           std::fill(r + 1, r + len, r[0]);
         } else {
-          uint32_t* r = reinterpret_cast<uint32_t*>(storage[k]);
+          uint32_t* r = reinterpret_cast<uint32_t*>(t);
           std::fill(r + 1, r + len, r[0]);
         }
-        regs[k] = storage[k];
+        regs[k] = t;
       } else {
-        Load(o.dtype, p, s, len, storage[k]);
-        regs[k] = storage[k];
+        regs[k] = storage(k);
+        Load(o.dtype, p, s, len, regs[k]);
       }
     }
     for (int i = 0; i < nops; ++i) {
@@ -624,7 +655,7 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
       if (composite == C::kCovered) continue;  // only its chain reads it (Note [Region composites])
       const Op& op = g.ops[region.ops[i]];
       int slot = nin + i;
-      void* out = storage[slot];
+      void* out = store_of[slot] >= 0 ? storage(slot) : nullptr;
       if (direct_out >= 0 && slot == last_slot) {
         const Operand& o = operands[nin + direct_out];
         out = o.base + off[nin + direct_out] * o.elem;
@@ -662,7 +693,8 @@ Status CopyView(const View& src, const View& dst) {
   int64_t s0 = rank ? operands[0].strides[rank - 1] : 1, s1 = rank ? operands[1].strides[rank - 1] : 1;
   bool same = src.dtype == dst.dtype;
   int elem = DTypeSize(src.dtype);
-  ForEachTile(dims, operands, [&](const int64_t* off, int64_t len) {
+  const int64_t tile = same && s0 == 1 && s1 == 1 ? kMaxTile : kTile;  // a memmove needs no storage
+  ForEachTile(dims, operands, tile, [&](const int64_t* off, int64_t len) {
     const char* p = operands[0].base + off[0] * elem;
     char* q = operands[1].base + off[1] * operands[1].elem;
     if (same && s0 == 1 && s1 == 1) {

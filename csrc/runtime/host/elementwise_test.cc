@@ -64,6 +64,53 @@ TYPED_TEST(FusedChainTest, AddMulSubMax) {
   }
 }
 
+// Note [Tile length]: a region's tile grows with fewer stored values. Chains of 1, 3 and 12 ops
+// (tiles of 16384, 4096 / 1280 and 256 elements), each over a size that ends in a partial tile,
+// with inputs read in place, broadcast along rows, broadcast along the tile, and transposed (the
+// last two are loaded into storage).
+TEST(ElementwiseTest, TileLengthsFollowStoredValues) {
+  const DType F = DType::kF32;
+  const Dims dims = {7, 40003};
+  const int64_t rows = dims[0], cols = dims[1], n = rows * cols;
+  std::vector<float> a(n), row(cols), col(rows), at(n);
+  for (int64_t i = 0; i < n; ++i) a[i] = static_cast<float>(std::sin(i * 0.37) * 2.0);
+  for (int64_t j = 0; j < cols; ++j) row[j] = static_cast<float>(std::cos(j * 0.11));
+  for (int64_t r = 0; r < rows; ++r) col[r] = 0.25f * static_cast<float>(r + 1);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) at[j * rows + r] = a[r * cols + j] * 0.5f;  // [cols, rows]
+  for (int ops : {1, 3, 12}) {
+    SCOPED_TRACE(ops);
+    Builder b;
+    int pa = b.Param(T(F, dims));
+    int prow = b.Param(T(F, {cols}));
+    int pcol = b.Param(T(F, {rows}));
+    int pat = b.Param(T(F, {cols, rows}));
+    int v = b.Unary(OpCode::kAbs, pa);
+    if (ops >= 3) {
+      v = b.Binary(OpCode::kAdd, v, b.BroadcastInDim(prow, dims, {1}));
+      v = b.Binary(OpCode::kMultiply, v, b.BroadcastInDim(pcol, dims, {0}));
+    }
+    for (int k = 3; k < ops; k += 3) {
+      v = b.Binary(OpCode::kSubtract, v, b.Transpose(pat, {1, 0}));
+      v = b.Binary(OpCode::kMaximum, v, pa);
+      v = b.Unary(OpCode::kNegate, v);
+    }
+    b.Result(v);
+    std::vector<float> out(n);
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(a, F, dims), Bind(row, F, {cols}), Bind(col, F, {rows}), Bind(at, F, {cols, rows})),
+                           Bindings(Bind(out, F, dims)))
+                    .ok());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < cols; ++j) {
+        int64_t i = r * cols + j;
+        float e = std::fabs(a[i]);
+        if (ops >= 3) e = (e + row[j]) * col[r];
+        for (int k = 3; k < ops; k += 3) e = -std::max(e - at[j * rows + r], a[i]);
+        ASSERT_EQ(out[i], e) << "row " << r << " col " << j;
+      }
+  }
+}
+
 TEST(ElementwiseTest, IntegerDivisionTruncates) {
   Builder b;
   int a = b.Param(T(DType::kI32, {6}));
