@@ -171,11 +171,13 @@ float RefLaneSum(const std::vector<float>& v, float init) {
 TEST(ReduceKernelTest, FloatSumsFollowTheLaneNote) {
   // Values with cancellation, so a different grouping gives different bits. Layouts: rows (one
   // run), a middle dim (columns), rows split into runs (dims 0 and 2), and
-  // sizes that thread (rows split in pieces, columns split by blocks).
+  // sizes that thread (rows split in pieces, columns split by blocks); short rows, whose lanes are
+  // combined 16 rows at a time, with a partial last group and tails.
   auto val = [](int64_t i) { return static_cast<float>(((i * 7919) % 2003) - 1001) * (i % 3 == 0 ? 1e4f : 1e-2f); };
   struct Case { Dims dims; Dims rdims; };
   for (const Case& c : {Case{{7, 3000}, {1}}, Case{{4, 300, 9}, {1}}, Case{{5, 6, 700}, {0, 2}},
-                        Case{{2, 70000}, {1}}, Case{{70000, 2}, {0}}, Case{{3, 9000, 5}, {1}}}) {
+                        Case{{2, 70000}, {1}}, Case{{70000, 2}, {0}}, Case{{3, 9000, 5}, {1}},
+                        Case{{37, 100}, {1}}, Case{{4000, 21}, {1}}, Case{{50, 2, 16}, {2}}}) {
     SCOPED_TRACE(::testing::Message() << DimsToString(c.dims) << " over " << DimsToString(c.rdims));
     int64_t n = 1;
     for (int64_t d : c.dims) n *= d;
