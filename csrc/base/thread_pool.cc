@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 
+#include "base/cpu_relax.h"
 #include "base/options.h"
 
 namespace tpu {
@@ -65,27 +67,65 @@ void ThreadPool::Resize(int num_threads) {
   Start(num_threads);
 }
 
-void ThreadPool::RunChunks() {
+namespace {
+
+// Note [Pool spinning]: after a job, workers (and a caller waiting for the last chunks) spin for
+// a short while before they block: kernels come back to back in a program, and waking a blocked
+// thread costs several microseconds each time. An idle pool sleeps: the spin is bounded.
+template <typename Done>
+void SpinUntil(Done&& done) {
+  const int64_t us = Flags().pool_spin_us;
+  if (us == 0) return;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  for (int i = 1; !done(); ++i) {
+    CpuRelax();
+    if ((i & 63) == 0 && std::chrono::steady_clock::now() > deadline) return;
+  }
+}
+
+}  // namespace
+
+int64_t ThreadPool::NextChunk(int p) const {
+  // Participant q owns chunks [first(q), first(q + 1)); it runs those in order, then takes the
+  // last unclaimed chunk of the others (their owners work from the front).
+  const int t = job_threads_;
+  auto first = [&](int q) { return q * num_chunks_ / t; };
+  for (int64_t c = first(p); c < first(p + 1); ++c)
+    if (!taken_[c]) return c;
+  for (int d = 1; d < t; ++d) {
+    int q = (p + d) % t;
+    for (int64_t c = first(q + 1) - 1; c >= first(q); --c)
+      if (!taken_[c]) return c;
+  }
+  return -1;
+}
+
+void ThreadPool::RunChunks(int p) {
   // Called with mu_ held; releases it while running a chunk.
-  while (job_ != nullptr && next_chunk_ < num_chunks_) {
-    int64_t c = next_chunk_++;
+  while (job_ != nullptr) {
+    int64_t c = NextChunk(p);
+    if (c < 0) return;
+    taken_[c] = 1;
     const auto* fn = job_;
     // Even split: every chunk holds floor or ceil of n / num_chunks (>= grain) indices.
     int64_t b = c * job_n_ / num_chunks_, e = (c + 1) * job_n_ / num_chunks_;
     mu_.unlock();
     (*fn)(b, e);
     mu_.lock();
-    if (++chunks_done_ == num_chunks_) done_cv_.notify_all();
+    if (chunks_done_.fetch_add(1, std::memory_order_release) + 1 == num_chunks_) done_cv_.notify_all();
   }
 }
 
 void ThreadPool::WorkerLoop(uint64_t seen, int index) {
-  std::unique_lock<std::mutex> lock(mu_);
+  bool took_part = false;  // only a worker that ran the last job spins for the next one
   while (true) {
+    if (took_part) SpinUntil([&] { return posted_.load(std::memory_order_acquire) != seen; });
+    std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
     if (stop_) return;
     seen = generation_;
-    if (index + 1 < job_threads_) RunChunks();  // beyond the job's budget: sit this one out
+    took_part = index + 1 < job_threads_;  // beyond the job's budget: sit this one out
+    if (took_part) RunChunks(index + 1);
   }
 }
 
@@ -118,12 +158,18 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(
   job_ = &fn;
   job_n_ = n;
   num_chunks_ = chunks;
-  next_chunk_ = 0;
-  chunks_done_ = 0;
+  taken_.assign(static_cast<size_t>(chunks), 0);
+  chunks_done_.store(0, std::memory_order_relaxed);
   ++generation_;
+  posted_.store(generation_, std::memory_order_release);
   cv_.notify_all();
-  RunChunks();
-  done_cv_.wait(lock, [&] { return chunks_done_ == num_chunks_; });
+  RunChunks(0);
+  if (chunks_done_.load(std::memory_order_acquire) != num_chunks_) {
+    lock.unlock();
+    SpinUntil([&] { return chunks_done_.load(std::memory_order_acquire) == chunks; });
+    lock.lock();
+    done_cv_.wait(lock, [&] { return chunks_done_.load(std::memory_order_relaxed) == num_chunks_; });
+  }
   job_ = nullptr;
 }
 

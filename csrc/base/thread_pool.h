@@ -31,7 +31,10 @@ class ThreadPool {
   void Resize(int num_threads);
   // Runs fn(begin, end) over [0, n) in chunks of at least `grain`, on the pool and the caller.
   // While the pool runs another caller's job (or when called from inside a chunk), fn runs on the
-  // calling thread alone: callers never wait for each other.
+  // calling thread alone: callers never wait for each other. Note [Chunk owners]: each thread
+  // first runs the chunks it owns (an even, contiguous share of [0, n)), then takes chunks nobody
+  // has started; so the same thread touches the same part of a tensor from one kernel to the
+  // next, and its cache still holds it.
   void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
   // Whether a memory-bound kernel touching `elements` is worth splitting (option
   // parallel_min_elements): waking the pool and waiting for it costs tens of microseconds on a
@@ -42,7 +45,9 @@ class ThreadPool {
   void Start(int num_threads);
   void Stop();
   void WorkerLoop(uint64_t seen_generation, int index);
-  void RunChunks();
+  // Runs chunks for participant p (0: the caller, i + 1: worker i) until none is left.
+  void RunChunks(int p);
+  int64_t NextChunk(int p) const;
 
   std::vector<std::thread> workers_;  // changed only with call_mu_ held
   std::atomic<int> size_{1};          // workers_.size() + 1
@@ -50,9 +55,12 @@ class ThreadPool {
   std::condition_variable cv_;
   std::condition_variable done_cv_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
-  int64_t job_n_ = 0, next_chunk_ = 0, num_chunks_ = 0, chunks_done_ = 0;
+  int64_t job_n_ = 0, num_chunks_ = 0;
+  std::vector<uint8_t> taken_;              // per chunk of the job: claimed by a participant
+  std::atomic<int64_t> chunks_done_{0};     // written with mu_ held; read while spinning
   int job_threads_ = 1;  // workers with index + 1 < job_threads_ take part
   uint64_t generation_ = 0;
+  std::atomic<uint64_t> posted_{0};  // generation_, readable without the lock (spinning workers)
   bool stop_ = false;
   std::mutex call_mu_;  // held by the ParallelFor that owns the pool, or by Resize
 };

@@ -188,5 +188,35 @@ TEST(ThreadPoolTest, ResizeRacesWithParallelFor) {
   EXPECT_GT(jobs.load(), 0);
 }
 
+// Note [Chunk owners]: the caller starts at the front of the range, a worker in its own share (the
+// back half for two threads), and neither leaves an index out.
+TEST(ThreadPoolTest, EachThreadStartsWithTheChunksItOwns) {
+  ThreadPool pool(2);
+  std::mutex mu;
+  std::vector<std::pair<std::thread::id, int64_t>> starts;  // each chunk's thread and begin
+  std::atomic<int> started{0};
+  const std::thread::id caller = std::this_thread::get_id();
+  pool.ParallelFor(8, 1, [&](int64_t b, int64_t) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      starts.emplace_back(std::this_thread::get_id(), b);
+    }
+    started.fetch_add(1);
+    // The caller's first chunk waits (up to 2 s) for the worker to take one, so both take part.
+    if (b == 0)
+      for (int i = 0; i < 2000 && started.load() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  ASSERT_EQ(starts.size(), 8u);
+  std::vector<int64_t> firsts;
+  std::set<std::thread::id> seen;
+  for (auto& [id, b] : starts)
+    if (seen.insert(id).second) firsts.push_back(id == caller ? -1 - b : b);
+  ASSERT_EQ(seen.size(), 2u) << "the worker never took a chunk";
+  for (int64_t f : firsts) {
+    if (f < 0) EXPECT_EQ(-1 - f, 0) << "the caller starts at the front";
+    else EXPECT_GE(f, 4) << "the worker starts in its own half";
+  }
+}
+
 }  // namespace
 }  // namespace tpu
