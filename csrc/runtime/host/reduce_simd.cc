@@ -1,7 +1,5 @@
 #include "runtime/host/reduce_simd.h"
 
-#include <algorithm>
-
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "runtime/host/reduce_simd.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -28,47 +26,43 @@ void AddF32LanesImpl(const float* x, int64_t groups, float* lanes) {
   }
 }
 
-// Rows of n <= LaneSum::kBlock contiguous floats, row r at x + r * stride: each row's Note [Float
-// sums] total (one block: lane j sums x[16 g + j] in order, the tail goes to lane 0, the lanes add
-// in order in double), with no per-row call or block bookkeeping. The lanes of kRows rows are
-// added together, one double vector per lane index: the same additions in the same order per row
-// as a scalar walk over a row's lanes, without that walk's 16-add dependent chain per row.
-void SumF32RowsImpl(const float* x, int64_t rows, int64_t n, int64_t stride, double* out) {
+// Rows of n <= LaneSum::kBlock contiguous floats, row k at rows[k] (cnt <= kSumRowGroup): each
+// row's Note [Float sums] total (one block: lane j sums x[16 g + j] in order, the tail goes to
+// lane 0, the lanes add in order in double), with no per-row call or block bookkeeping. A whole
+// group's lanes are added together, one double vector per lane index: the same additions in the
+// same order per row as a scalar walk over a row's lanes, without that walk's 16-add dependent
+// chain per row.
+void SumF32RowGroupImpl(const float* const* rows, int64_t cnt, int64_t n, double* out) {
   const hn::CappedTag<float, 16> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> df;
   const int64_t ND = static_cast<int64_t>(hn::Lanes(dd));
-  constexpr int64_t kRows = 16;
+  constexpr int64_t kRows = kSumRowGroup;
   const int64_t groups = n / 16, full = groups * 16;
   HWY_ALIGN float lanes[16];
-  HWY_ALIGN float cols[16 * kRows];  // cols[l * kRows + k]: lane l of row r0 + k
-  HWY_ALIGN double sums[kRows];
-  for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
-    const int64_t cnt = std::min<int64_t>(kRows, rows - r0);
-    for (int64_t k = 0; k < cnt; ++k) {
-      const float* p = x + (r0 + k) * stride;
-      for (int64_t j = 0; j < 16; j += N) {
-        auto a = hn::Zero(d);
-        for (int64_t g = 0; g < groups; ++g) a = hn::Add(a, hn::LoadU(d, p + 16 * g + j));
-        hn::Store(a, d, lanes + j);
-      }
-      for (int64_t j = full; j < n; ++j) lanes[0] += p[j];
-      if (cnt < kRows) {  // the last rows: one at a time
-        double block = 0;
-        for (int l = 0; l < 16; ++l) block += lanes[l];
-        out[r0 + k] = block;
-        continue;
-      }
-      for (int l = 0; l < 16; ++l) cols[l * kRows + k] = lanes[l];
+  HWY_ALIGN float cols[16 * kRows];  // cols[l * kRows + k]: lane l of row k
+  for (int64_t k = 0; k < cnt; ++k) {
+    const float* p = rows[k];
+    for (int64_t j = 0; j < 16; j += N) {
+      auto a = hn::Zero(d);
+      for (int64_t g = 0; g < groups; ++g) a = hn::Add(a, hn::LoadU(d, p + 16 * g + j));
+      hn::Store(a, d, lanes + j);
     }
-    if (cnt < kRows) break;
-    for (int64_t k = 0; k < kRows; k += ND) {
-      auto acc = hn::Zero(dd);
-      for (int l = 0; l < 16; ++l) acc = hn::Add(acc, hn::PromoteTo(dd, hn::Load(df, cols + l * kRows + k)));
-      hn::Store(acc, dd, sums + k);
+    for (int64_t j = full; j < n; ++j) lanes[0] += p[j];
+    if (cnt < kRows) {  // a partial group: one row at a time
+      double block = 0;
+      for (int l = 0; l < 16; ++l) block += lanes[l];
+      out[k] = block;
+      continue;
     }
-    std::copy(sums, sums + kRows, out + r0);
+    for (int l = 0; l < 16; ++l) cols[l * kRows + k] = lanes[l];
+  }
+  if (cnt < kRows) return;
+  for (int64_t k = 0; k < kRows; k += ND) {
+    auto acc = hn::Zero(dd);
+    for (int l = 0; l < 16; ++l) acc = hn::Add(acc, hn::PromoteTo(dd, hn::Load(df, cols + l * kRows + k)));
+    hn::StoreU(acc, dd, out + k);
   }
 }
 
@@ -201,7 +195,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace tpu::host {
 HWY_EXPORT(AddF32LanesImpl);
-HWY_EXPORT(SumF32RowsImpl);
+HWY_EXPORT(SumF32RowGroupImpl);
 HWY_EXPORT(AddF32ColsFloatImpl);
 HWY_EXPORT(MaxF32RowImpl);
 HWY_EXPORT(AddF32ColsImpl);
@@ -244,16 +238,24 @@ void LaneSum::Feed(const float* x, int64_t n) {
 double SumF32Lanes(const float* x, int64_t n) {
   if (n <= LaneSum::kBlock) {
     double total;
-    HWY_DYNAMIC_DISPATCH(SumF32RowsImpl)(x, 1, n, 0, &total);
+    HWY_DYNAMIC_DISPATCH(SumF32RowGroupImpl)(&x, 1, n, &total);
     return total;
   }
   LaneSum s(n);
   s.Feed(x, n);
   return s.total;
 }
+void SumF32RowGroup(const float* const* rows, int64_t cnt, int64_t n, double* out) {
+  if (n <= LaneSum::kBlock) return HWY_DYNAMIC_DISPATCH(SumF32RowGroupImpl)(rows, cnt, n, out);
+  for (int64_t k = 0; k < cnt; ++k) out[k] = SumF32Lanes(rows[k], n);
+}
 void SumF32Rows(const float* x, int64_t rows, int64_t n, int64_t stride, double* out) {
-  if (n <= LaneSum::kBlock) return HWY_DYNAMIC_DISPATCH(SumF32RowsImpl)(x, rows, n, stride, out);
-  for (int64_t r = 0; r < rows; ++r) out[r] = SumF32Lanes(x + r * stride, n);
+  const float* group[kSumRowGroup];
+  for (int64_t r0 = 0; r0 < rows; r0 += kSumRowGroup) {
+    const int64_t cnt = rows - r0 < kSumRowGroup ? rows - r0 : kSumRowGroup;
+    for (int64_t k = 0; k < cnt; ++k) group[k] = x + (r0 + k) * stride;
+    SumF32RowGroup(group, cnt, n, out + r0);
+  }
 }
 float MaxF32Row(const float* x, int64_t n, float acc, bool is_max) {
   return HWY_DYNAMIC_DISPATCH(MaxF32RowImpl)(x, n, acc, is_max);

@@ -26,6 +26,10 @@ struct LaneSum {
 double SumF32Lanes(const float* x, int64_t n);
 // out[r] = SumF32Lanes(x + r * stride, n) for r < rows (one call for many short rows).
 void SumF32Rows(const float* x, int64_t rows, int64_t n, int64_t stride, double* out);
+// out[k] = SumF32Lanes(rows[k], n) for k < cnt <= kSumRowGroup: short rows' sums are fastest in
+// whole groups (their lanes are combined together).
+constexpr int64_t kSumRowGroup = 16;
+void SumF32RowGroup(const float* const* rows, int64_t cnt, int64_t n, double* out);
 // lanes[j] += x[16 g + j] for g < groups, j < 16.
 void AddF32Lanes(const float* x, int64_t groups, float* lanes);
 // acc[j] += x[j] in float, j < n.

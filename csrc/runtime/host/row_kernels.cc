@@ -149,6 +149,17 @@ float Log(float z) {
   return r;
 }
 
+// Note [Row groups]: a row's float sums end in a 16-add chain in double (Note [Float sums]),
+// which cost a short row (softmax over 64, layer norm over 128) as much as its arithmetic. The
+// forward kernels therefore take short rows kSumRowGroup at a time: each row's summands into the
+// group's scratch, one SumF32RowGroup call for the group (same additions per row, so the same
+// bits), then each row's result.
+//
+// Rows of n <= 256 go in groups (a group's scratch stays within 16 KiB a buffer); longer rows one at
+// a time, computed in place as before (their sums' last additions are a small part of their work,
+// and a group's scratch would leave L1).
+int64_t GroupRows(int64_t n) { return n <= 256 ? kSumRowGroup : 1; }
+
 // Runs fn(r0, r1, scratch) over row ranges; scratch holds `bufs` float rows of n per call.
 template <typename F>
 void ForRows(int64_t rows, int64_t n, int bufs, F&& fn) {
@@ -177,19 +188,37 @@ Status SoftmaxRows(const View& x, int dim, bool log, const View& y) {
   TPU_RETURN_IF_ERROR(Rows(x, dim, dim + 1, &X, "input"));
   TPU_RETURN_IF_ERROR(Rows(y, dim, dim + 1, &Y, "output"));
   const int64_t n = X.n;
-  ForRows(X.rows, n, 3, [&](int64_t r0, int64_t r1, float* buf) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* xr = Read(X, r, buf);
-      float* yr = Target(Y, r, buf + n);
-      if (!log) {
-        ShiftExp(xr, n, yr, yr);
-        ScalarF32Simd(OpCode::kDivide, yr, Sum(yr, n), yr, n);
-      } else {
-        float* e = buf + 2 * n;
-        ShiftExp(xr, n, yr, e);
-        ScalarF32Simd(OpCode::kSubtract, yr, Log(Sum(e, n)), yr, n);
+  // Rows go in groups of kSumRowGroup (Note [Row groups]): each row's exponentials into the
+  // group's scratch, the group's sums in one call, then each row's result.
+  const int64_t G = GroupRows(n);
+  ForRows(X.rows, n, 1 + 2 * G, [&](int64_t r0, int64_t r1, float* buf) {
+    float* xbuf = buf;          // an input row converted to float
+    float* ebuf = buf + n;      // the group's exponentials, row k at ebuf + k * n
+    float* sbuf = buf + (1 + G) * n;  // log: shifted rows not computed in place
+    const float* erows[kSumRowGroup];
+    double sums[kSumRowGroup];
+    for (int64_t g0 = r0; g0 < r1; g0 += G) {
+      const int64_t cnt = std::min(G, r1 - g0);
+      for (int64_t k = 0; k < cnt; ++k) {
+        const float* xr = Read(X, g0 + k, xbuf);
+        // Alone, a row's exponentials go where its result goes (divided there in place).
+        float* e = G == 1 && !log ? Target(Y, g0, sbuf) : ebuf + k * n;
+        ShiftExp(xr, n, log ? Target(Y, g0 + k, sbuf + k * n) : e, e);
+        erows[k] = e;
       }
-      Flush(Y, r, yr);
+      SumF32RowGroup(erows, cnt, n, sums);
+      for (int64_t k = 0; k < cnt; ++k) {
+        const float total = static_cast<float>(0.0 + sums[k]);  // as Sum()
+        if (!log) {
+          float* yr = Target(Y, g0 + k, sbuf);
+          ScalarF32Simd(OpCode::kDivide, erows[k], total, yr, n);
+          Flush(Y, g0 + k, yr);
+        } else {
+          float* yr = Target(Y, g0 + k, sbuf + k * n);
+          ScalarF32Simd(OpCode::kSubtract, yr, Log(total), yr, n);
+          Flush(Y, g0 + k, yr);
+        }
+      }
     }
   });
   return Status::Ok();
@@ -293,21 +322,37 @@ Status LayerNormRows(const View& x, int axis, const View* weight, const View* bi
   std::vector<float> wb(2 * std::max<int64_t>(1, n));
   const float* w = weight ? Read(W, 0, wb.data()) : nullptr;
   const float* b = bias ? Read(B, 0, wb.data() + n) : nullptr;
-  ForRows(X.rows, n, 3, [&](int64_t r0, int64_t r1, float* buf) {
-    float* sq = buf + 2 * n;
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* xr = Read(X, r, buf);
-      float mu = Sum(xr, n) / fn;
-      float* yr = Target(Y, r, buf + n);
-      ScalarF32Simd(OpCode::kSubtract, xr, mu, yr, n);
-      BinaryF32Simd(OpCode::kMultiply, yr, yr, sq, n);
-      float rs = 1.0f / std::sqrt(Sum(sq, n) / fn + feps);
-      ScalarF32Simd(OpCode::kMultiply, yr, rs, yr, n);
-      if (w) BinaryF32Simd(OpCode::kMultiply, yr, w, yr, n);
-      if (b) BinaryF32Simd(OpCode::kAdd, yr, b, yr, n);
-      Flush(Y, r, yr);
-      if (mean) SetScalar(M, r, mu);
-      if (rstd) SetScalar(R, r, rs);
+  const int64_t G = GroupRows(n);  // Note [Row groups]
+  ForRows(X.rows, n, 3 * G, [&](int64_t r0, int64_t r1, float* buf) {
+    float* xbuf = buf;           // input rows converted to float, row k at xbuf + k * n
+    float* ybuf = buf + G * n;   // output rows not computed in place
+    float* sq = buf + 2 * G * n;  // squared deviations
+    const float* rows[kSumRowGroup];
+    float* yrows[kSumRowGroup];
+    double sums[kSumRowGroup];
+    for (int64_t g0 = r0; g0 < r1; g0 += G) {
+      const int64_t cnt = std::min(G, r1 - g0);
+      for (int64_t k = 0; k < cnt; ++k) rows[k] = Read(X, g0 + k, xbuf + k * n);
+      SumF32RowGroup(rows, cnt, n, sums);
+      float mu[kSumRowGroup];
+      for (int64_t k = 0; k < cnt; ++k) {
+        mu[k] = static_cast<float>(0.0 + sums[k]) / fn;
+        float* yr = yrows[k] = Target(Y, g0 + k, ybuf + k * n);
+        ScalarF32Simd(OpCode::kSubtract, rows[k], mu[k], yr, n);
+        BinaryF32Simd(OpCode::kMultiply, yr, yr, sq + k * n, n);
+        rows[k] = sq + k * n;
+      }
+      SumF32RowGroup(rows, cnt, n, sums);
+      for (int64_t k = 0; k < cnt; ++k) {
+        float* yr = yrows[k];
+        float rs = 1.0f / std::sqrt(static_cast<float>(0.0 + sums[k]) / fn + feps);
+        ScalarF32Simd(OpCode::kMultiply, yr, rs, yr, n);
+        if (w) BinaryF32Simd(OpCode::kMultiply, yr, w, yr, n);
+        if (b) BinaryF32Simd(OpCode::kAdd, yr, b, yr, n);
+        Flush(Y, g0 + k, yr);
+        if (mean) SetScalar(M, g0 + k, mu[k]);
+        if (rstd) SetScalar(R, g0 + k, rs);
+      }
     }
   });
   return Status::Ok();

@@ -88,27 +88,32 @@ TEST(RowKernelsTest, SoftmaxEqualsTheIrChainExactly) {
   // The chain softmax.cc builds, run by the executor op by op (its shifted values are also a
   // result, so the planner keeps the chain: Note [Row chains]); the fused kernel must give the
   // same bits. And planned whole, the chain runs as the kernel (planner_test.cc checks the step).
-  const int64_t R = 97, N = 1000;
-  std::vector<float> x = Values(R * N, 3, 10.0f), y(R * N), want(R * N), shifted(R * N), planned(R * N);
-  for (bool log : {false, true}) {
-    for (bool keep_chain : {true, false}) {
-      Builder b;
-      int p = b.Param(T(F, {R, N}));
-      int m = b.Reduce(p, b.Constant(-INFINITY, F), {1}, ReduceKind::kMax);
-      int s = b.Binary(OpCode::kSubtract, p, b.BroadcastInDim(m, {R, N}, {0}));
-      int e = b.Unary(OpCode::kExp, s);
-      int z = b.Reduce(e, b.Constant(0.0, F), {1}, ReduceKind::kAdd);
-      b.Result(log ? b.Binary(OpCode::kSubtract, s, b.BroadcastInDim(b.Unary(OpCode::kLog, z), {R, N}, {0}))
-                   : b.Binary(OpCode::kDivide, e, b.BroadcastInDim(z, {R, N}, {0})));
-      if (keep_chain) b.Result(s);
-      if (keep_chain)
-        ASSERT_TRUE(RunWithRowSteps(b, 0, Bindings(Bind(x, F, {R, N})), Bindings(Bind(want, F, {R, N}), Bind(shifted, F, {R, N}))).ok());
-      else
-        ASSERT_TRUE(RunWithRowSteps(b, 1, Bindings(Bind(x, F, {R, N})), Bindings(Bind(planned, F, {R, N}))).ok());
+  // Rows of 64 go in groups of 16 (Note [Row groups]; 97 rows end in a partial group), rows of
+  // 1000 one at a time.
+  const int64_t R = 97;
+  for (int64_t N : {1000, 64}) {
+    SCOPED_TRACE(N);
+    std::vector<float> x = Values(R * N, 3, 10.0f), y(R * N), want(R * N), shifted(R * N), planned(R * N);
+    for (bool log : {false, true}) {
+      for (bool keep_chain : {true, false}) {
+        Builder b;
+        int p = b.Param(T(F, {R, N}));
+        int m = b.Reduce(p, b.Constant(-INFINITY, F), {1}, ReduceKind::kMax);
+        int s = b.Binary(OpCode::kSubtract, p, b.BroadcastInDim(m, {R, N}, {0}));
+        int e = b.Unary(OpCode::kExp, s);
+        int z = b.Reduce(e, b.Constant(0.0, F), {1}, ReduceKind::kAdd);
+        b.Result(log ? b.Binary(OpCode::kSubtract, s, b.BroadcastInDim(b.Unary(OpCode::kLog, z), {R, N}, {0}))
+                     : b.Binary(OpCode::kDivide, e, b.BroadcastInDim(z, {R, N}, {0})));
+        if (keep_chain) b.Result(s);
+        if (keep_chain)
+          ASSERT_TRUE(RunWithRowSteps(b, 0, Bindings(Bind(x, F, {R, N})), Bindings(Bind(want, F, {R, N}), Bind(shifted, F, {R, N}))).ok());
+        else
+          ASSERT_TRUE(RunWithRowSteps(b, 1, Bindings(Bind(x, F, {R, N})), Bindings(Bind(planned, F, {R, N}))).ok());
+      }
+      ASSERT_TRUE(SoftmaxRows(V(x, {R, N}), 1, log, V(y, {R, N})).ok());
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], want[i]) << (log ? "log " : "") << i;
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(planned[i], want[i]) << (log ? "log " : "") << i;
     }
-    ASSERT_TRUE(SoftmaxRows(V(x, {R, N}), 1, log, V(y, {R, N})).ok());
-    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], want[i]) << (log ? "log " : "") << i;
-    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(planned[i], want[i]) << (log ? "log " : "") << i;
   }
 }
 
