@@ -88,7 +88,7 @@ def build_resnet(arch: str, infer: bool) -> Callable[[str], Step]:
 def no_grad(fn: Step) -> Step:
     def run():
         with torch.no_grad():
-            fn()
+            return fn()  # the output: fused mode computes only what stays alive (timed_step)
     return run
 
 
