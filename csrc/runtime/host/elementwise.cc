@@ -528,6 +528,39 @@ void ForEachTile(const Dims& dims, const Ops& ops, int64_t tile, F&& fn) {
   else body(0, tiles);
 }
 
+// Iterates a (coalesced) space of rank >= 2 in tiles of up to `rows` whole rows (rows: the
+// second-to-last dim), calling fn(offsets_in_elements_of_the_first_row[], rows_in_tile).
+template <typename Ops, typename F>
+void ForEachRowTile(const Dims& dims, const Ops& ops, int64_t rows, F&& fn) {
+  const int rank = static_cast<int>(dims.size());
+  const int64_t inner = dims[rank - 1], mid = dims[rank - 2];
+  int64_t outer = 1;
+  for (int d = 0; d + 2 < rank; ++d) outer *= dims[d];
+  const int64_t chunks = (mid + rows - 1) / rows, tiles = outer * chunks;
+  auto body = [&](int64_t b, int64_t e) {
+    SmallVector<int64_t, 16> off(ops.size());
+    for (int64_t t = b; t < e; ++t) {
+      int64_t o = t / chunks, r0 = t % chunks * rows;
+      for (size_t k = 0; k < ops.size(); ++k) {
+        int64_t rem = o, acc = 0;
+        for (int d = rank - 3; d >= 0; --d) {
+          acc += (rem % dims[d]) * ops[k].strides[d];
+          rem /= dims[d];
+        }
+        off[k] = acc + r0 * ops[k].strides[rank - 2];
+      }
+      fn(off.data(), std::min(rows, mid - r0));
+    }
+  };
+  if (ThreadPool::Worth(outer * mid * inner))
+    ThreadPool::Get().ParallelFor(tiles, std::max<int64_t>(1, 8192 / (rows * inner)), body);
+  else
+    body(0, tiles);
+}
+
+// Bytes one element takes in a register of its class.
+int RegBytes(DType t) { return ClassOf(t) == Rc::kF64 || ClassOf(t) == Rc::kI64 ? 8 : 4; }
+
 }  // namespace
 
 Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vector<View>& views) {
@@ -558,13 +591,23 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
   }
   int rank = static_cast<int>(dims.size());
   auto inner_stride = [&](const Operand& o) { return rank ? o.strides[rank - 1] : 1; };
+  // Note [Row tiles]: when the innermost dim is short and does not merge with the next one (a
+  // per-channel operand of an NCHW tensor with a small H * W, a bias over short rows), a tile
+  // holds several whole rows rather than one short row: the per-tile cost is paid once for all
+  // of them. Operands contiguous across those rows are read (and written) in place; the others
+  // are loaded and stored row by row.
+  const int64_t inner = rank ? dims[rank - 1] : 1;
+  const bool row_tiles = rank >= 2 && inner <= kTile / 2;
+  auto flat = [&](const Operand& o) {
+    return inner_stride(o) == 1 && (!row_tiles || o.strides[rank - 2] == inner);
+  };
   // The last op may write straight into its output when that output is contiguous and already
   // in register layout: every other op has read its inputs by then (safe for in-place updates).
   int direct_out = -1;
   int last_slot = nin + nops - 1;
   for (int k = 0; k < nout; ++k) {
     const Operand& o = operands[nin + k];
-    if (out_slot[k] == last_slot && inner_stride(o) == 1 && IsRegisterLayout(o.dtype)) direct_out = k;
+    if (out_slot[k] == last_slot && flat(o) && IsRegisterLayout(o.dtype)) direct_out = k;
   }
 
   const int nslots = nin + nops;
@@ -596,7 +639,7 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
   int nstored = 0;
   for (int k = 0; k < nin; ++k) {
     const Operand& o = operands[k];
-    bool in_place = splat_of[k] >= 0 || (inner_stride(o) == 1 && IsRegisterLayout(o.dtype));
+    bool in_place = splat_of[k] >= 0 || (flat(o) && IsRegisterLayout(o.dtype));
     store_of[k] = in_place ? -1 : nstored++;
   }
   for (int i = 0; i < nops; ++i) {
@@ -618,10 +661,12 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
       std::fill(r + 1, r + tile, r[0]);
     }
   }
-  ForEachTile(dims, operands, tile, [&](const int64_t* off, int64_t len) {
+  // A tile: `m` rows of len / m elements each (m == 1 unless row_tiles), the first at `off`.
+  auto run_tile = [&](const int64_t* off, int64_t m, int64_t len) {
     // nstored * tile * 8 <= max(kL1Budget, nstored * kTile * 8), within this (TileLength).
     alignas(64) thread_local static char storage_bytes[kMaxRegionValues * kTile * 8];
     auto storage = [&](int slot) { return storage_bytes + store_of[slot] * tile * 8; };
+    const int64_t row = len / m;
     void* regs[kMaxRegionValues];
     for (int k = 0; k < nin; ++k) {
       const Operand& o = operands[k];
@@ -629,24 +674,29 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
       int64_t s = inner_stride(o);
       if (splat_of[k] >= 0) {
         regs[k] = splats.data() + splat_of[k] * tile * 8;
-      } else if (s == 1 && IsRegisterLayout(o.dtype)) {
+      } else if (store_of[k] < 0) {
         regs[k] = const_cast<char*>(p);
-      } else if (s == 0) {
-        // Broadcast along the tile: load one element, splat.
-        char* t = storage(k);
-        Load(o.dtype, p, 0, 1, t);
-        // A typed fill (a per-element memcpy of a runtime size is a library call per element).
-        if (ClassOf(o.dtype) == Rc::kF64 || ClassOf(o.dtype) == Rc::kI64) {
-          uint64_t* r = reinterpret_cast<uint64_t*>(t);
-          std::fill(r + 1, r + len, r[0]);
-        } else {
-          uint32_t* r = reinterpret_cast<uint32_t*>(t);
-          std::fill(r + 1, r + len, r[0]);
-        }
-        regs[k] = t;
       } else {
-        regs[k] = storage(k);
-        Load(o.dtype, p, s, len, regs[k]);
+        char* t = storage(k);
+        regs[k] = t;
+        const int rb = RegBytes(o.dtype);
+        for (int64_t j = 0; j < m; ++j, t += row * rb) {
+          const char* pj = m == 1 ? p : p + o.strides[rank - 2] * j * o.elem;
+          if (s == 0) {
+            // Broadcast along the row: load one element, splat. A typed fill (a per-element
+            // memcpy of a runtime size is a library call per element).
+            Load(o.dtype, pj, 0, 1, t);
+            if (rb == 8) {
+              uint64_t* r = reinterpret_cast<uint64_t*>(t);
+              std::fill(r + 1, r + row, r[0]);
+            } else {
+              uint32_t* r = reinterpret_cast<uint32_t*>(t);
+              std::fill(r + 1, r + row, r[0]);
+            }
+          } else {
+            Load(o.dtype, pj, s, row, t);
+          }
+        }
       }
     }
     for (int i = 0; i < nops; ++i) {
@@ -673,9 +723,19 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
     for (int k = 0; k < nout; ++k) {
       if (k == direct_out) continue;
       const Operand& o = operands[nin + k];
-      Store(o.dtype, regs[out_slot[k]], len, o.base + off[nin + k] * o.elem, inner_stride(o));
+      const char* r = static_cast<const char*>(regs[out_slot[k]]);
+      const int rb = RegBytes(o.dtype);
+      for (int64_t j = 0; j < m; ++j)
+        Store(o.dtype, r + j * row * rb, row, o.base + (off[nin + k] + (m == 1 ? 0 : o.strides[rank - 2] * j)) * o.elem,
+              inner_stride(o));
     }
-  });
+  };
+  if (row_tiles) {
+    ForEachRowTile(dims, operands, std::max<int64_t>(1, tile / std::max<int64_t>(1, inner)),
+                   [&](const int64_t* off, int64_t m) { run_tile(off, m, m * inner); });
+  } else {
+    ForEachTile(dims, operands, tile, [&](const int64_t* off, int64_t len) { run_tile(off, 1, len); });
+  }
   return Status::Ok();
 }
 
