@@ -183,3 +183,28 @@ def test_glu_and_prelu_values_and_errors(mode, no_fallback):
         F.softshrink(torch.arange(3, device="tpu"))
     with pytest.raises(RuntimeError, match="lambda must be greater or equal to 0"):
         F.softshrink(torch.randn(3, device="tpu"), -1.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("exponent", [1, 2, 3, -0.5, -1, -2])
+def test_pow_scalar_fast_exponents_match_cpu_bits(mode, no_fallback, dtype, exponent):
+    # The CPU computes these exponents by multiplies, square roots and reciprocals rather than
+    # pow; the lowering uses the same formulas, so every element (zeros, infinities and NaN
+    # included) has the CPU's bits, in the functional, in-place and out= forms.
+    x = values(dtype, n=256)
+    want = x.pow(exponent)
+    t = x.to("tpu")
+    got = [t.pow(exponent).cpu(), t.clone().pow_(exponent).cpu()]
+    out = torch.empty_like(t)
+    torch.pow(t, exponent, out=out)
+    got.append(out.cpu())
+    for g in got:
+        assert torch.equal(g.isnan(), want.isnan())
+        assert torch.equal(g.nan_to_num(0.0), want.nan_to_num(0.0)), (g - want).abs().nan_to_num(0).max()
+        assert torch.equal(g.signbit()[~g.isnan()], want.signbit()[~want.isnan()])
+
+
+def test_pow_scalar_two_backward(mode, no_fallback):
+    # pow(x, 2)'s backward takes pow(x, 1): a copy of x.
+    x = values(torch.float32)
+    check_same(lambda t: torch.autograd.grad(t.pow(2).sum(), t)[0], x.requires_grad_())

@@ -245,15 +245,34 @@ LoweredResult PowImpl(const at::Tensor& self, const at::Tensor& exponent, OutArg
 at::Tensor pow_tt(const at::Tensor& s, const at::Tensor& e) { return PowImpl(s, e, Functional()); }
 at::Tensor& pow_tt_(at::Tensor& s, const at::Tensor& e) { PowImpl(s, e, Inplace(s)); return s; }
 at::Tensor& pow_tt_out(const at::Tensor& s, const at::Tensor& e, at::Tensor& out) { PowImpl(s, e, Out(out)); return out; }
-at::Tensor pow_ts(const at::Tensor& s, const at::Scalar& e) {
-  if (e.equal(2) && !at::isIntegralType(s.scalar_type(), true)) {
-    return LowerElementwise("aten::pow", {s}, Functional(), ResultKind::kCommon,
-                            [](Lowering& l, const V& v, DType) { return l.b().Binary(OpCode::kMultiply, v[0], v[0]); });
+// pow(tensor, scalar) with the exponents PyTorch's CPU kernel computes without pow (its
+// pow_tensor_scalar fast path: 1 copies; 2 and 3 multiply; -0.5, -1 and -2 take a reciprocal,
+// of a square root or a square), by the same formulas, so the results are the CPU's bits
+// (test_pow_scalar_fast_exponents_match_cpu_bits). 1 and 2 are exact in every float dtype; the
+// others are taken for float32 / float64 only (in bf16 the CPU rounds between the steps).
+// Autograd's pow backward runs x.pow(e - 1): pow(x, 2) in a norm costs a pow(x, 1) in its
+// backward, now a copy rather than a pow kernel.
+LoweredResult PowScalarImpl(const at::Tensor& s, const at::Scalar& e, OutArg out) {
+  const at::ScalarType st = s.scalar_type();
+  if (!at::isFloatingType(st) || e.isComplex()) return PowImpl(s, WrapScalar(e), out);
+  auto fast = [&](auto&& f) { return LowerElementwise("aten::pow", {s}, out, ResultKind::kCommon, f); };
+  auto recip = [](Lowering& l, int v) { return l.b().Binary(OpCode::kDivide, l.b().ScalarLike(1.0, v), v); };
+  auto square = [](Lowering& l, int v) { return l.b().Binary(OpCode::kMultiply, v, v); };
+  if (e.equal(1)) return fast([](Lowering&, const V& v, DType) { return v[0]; });
+  if (e.equal(2)) return fast([&](Lowering& l, const V& v, DType) { return square(l, v[0]); });
+  if (st == at::kFloat || st == at::kDouble) {
+    if (e.equal(3))
+      return fast([&](Lowering& l, const V& v, DType) { return l.b().Binary(OpCode::kMultiply, square(l, v[0]), v[0]); });
+    if (e.equal(-0.5))
+      return fast([&](Lowering& l, const V& v, DType) { return recip(l, l.b().Unary(OpCode::kSqrt, v[0])); });
+    if (e.equal(-1)) return fast([&](Lowering& l, const V& v, DType) { return recip(l, v[0]); });
+    if (e.equal(-2)) return fast([&](Lowering& l, const V& v, DType) { return recip(l, square(l, v[0])); });
   }
-  return PowImpl(s, WrapScalar(e), Functional());
+  return PowImpl(s, WrapScalar(e), out);
 }
-at::Tensor& pow_ts_(at::Tensor& s, const at::Scalar& e) { PowImpl(s, WrapScalar(e), Inplace(s)); return s; }
-at::Tensor& pow_ts_out(const at::Tensor& s, const at::Scalar& e, at::Tensor& out) { PowImpl(s, WrapScalar(e), Out(out)); return out; }
+at::Tensor pow_ts(const at::Tensor& s, const at::Scalar& e) { return PowScalarImpl(s, e, Functional()); }
+at::Tensor& pow_ts_(at::Tensor& s, const at::Scalar& e) { PowScalarImpl(s, e, Inplace(s)); return s; }
+at::Tensor& pow_ts_out(const at::Tensor& s, const at::Scalar& e, at::Tensor& out) { PowScalarImpl(s, e, Out(out)); return out; }
 at::Tensor pow_st(const at::Scalar& s, const at::Tensor& e) { return PowImpl(WrapScalar(s), e, Functional()); }
 
 // where
