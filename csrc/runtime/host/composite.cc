@@ -1,7 +1,8 @@
 // Note [Region composites]: some lowerings emit a function as a chain of elementwise ops that the
 // planner fuses into one region, where each op still makes its own pass over every tile. gelu's
 // erf form (csrc/torch/lower/activation.cc) is seven: mul(x, 1/sqrt 2), erf, add 1, mul(x, 0.5),
-// mul, compare x == -inf, select 0. The host executor runs such a chain, when it finds it exactly
+// mul, compare x == -inf, select 0; its backward eleven (GeluErfBackward below; the kernel makes
+// x * pdf + cdf one fused multiply-add). The host executor runs such a chain, when it finds it exactly
 // inside a region, as one kernel at the chain's last op (elementwise_simd.cc GeluErf): one pass
 // over the tile, no intermediate stores, and no 1 + erf cancellation for negative x. Found
 // exactly means: every intermediate read only by the chain and no result, the constants the
@@ -78,6 +79,46 @@ class RegionMatcher : public GraphUses {
     return true;
   }
 
+  // The erf form of gelu's backward, ending at the multiply `r` = dy * (cdf + x * pdf) with
+  // cdf = 0.5 * (1 + erf(x * (1/sqrt 2))), pdf = (1/sqrt(2 pi)) * exp((x * x) * -0.5) (activation.cc);
+  // sets the covered ops, x and dy.
+  bool GeluErfBackward(int r, std::vector<int>* covered, int* x_out, int* dy_out) const {
+    const Op& root = g_.ops[r];
+    if (root.code != OpCode::kMultiply || root.type.dtype != DType::kF32) return false;
+    for (int k : {0, 1}) {
+      const int sum = root.operands[k], dy = root.operands[1 - k];
+      const Op* add = Inner(sum) ? Producer(sum) : nullptr;
+      if (!add || add->code != OpCode::kAdd) continue;
+      for (int j : {0, 1}) {
+        const int cdf = add->operands[j], xp = add->operands[1 - j];
+        int a, e, m, x, pdf, ex, sqh, sq;
+        if (!Inner(cdf) || !WithConstant(cdf, OpCode::kMultiply, 0.5, &a) || !Inner(a)) continue;
+        if (!WithConstant(a, OpCode::kAdd, 1.0, &e) || !Inner(e) || Producer(e)->code != OpCode::kErf) continue;
+        m = Producer(e)->operands[0];
+        if (!Inner(m) || !WithConstant(m, OpCode::kMultiply, M_SQRT1_2, &x)) continue;
+        const Op* mul = Inner(xp) ? Producer(xp) : nullptr;
+        if (!mul || mul->code != OpCode::kMultiply) continue;
+        const int at = mul->operands[0] == x ? 1 : mul->operands[1] == x ? 0 : -1;
+        if (at < 0) continue;
+        pdf = mul->operands[at];
+        if (!Inner(pdf) || !WithConstant(pdf, OpCode::kMultiply, M_2_SQRTPI * M_SQRT1_2 * 0.5, &ex)) continue;
+        if (!Inner(ex) || Producer(ex)->code != OpCode::kExp) continue;
+        sqh = Producer(ex)->operands[0];
+        if (!Inner(sqh) || !WithConstant(sqh, OpCode::kMultiply, -0.5, &sq) || !Inner(sq)) continue;
+        const Op& square = *Producer(sq);
+        if (square.code != OpCode::kMultiply || square.operands[0] != x || square.operands[1] != x) continue;
+        bool f32 = g_.TypeOf(x).dtype == DType::kF32 && g_.TypeOf(dy).dtype == DType::kF32;
+        for (int v : {sum, cdf, a, e, m, xp, pdf, ex, sqh, sq}) f32 &= g_.TypeOf(v).dtype == DType::kF32;
+        if (!f32) continue;
+        *covered = {m - np_, e - np_, a - np_, cdf - np_, sq - np_, sqh - np_, ex - np_, pdf - np_, xp - np_, sum - np_};
+        *x_out = x;
+        *dy_out = dy;
+        return true;
+      }
+    }
+    return false;
+  }
+
  private:
   std::vector<int> index_;  // graph op -> its position in the region (-1: not in it)
 };
@@ -87,6 +128,7 @@ class RegionMatcher : public GraphUses {
 void MatchComposites(const Graph& g, FusedRegion& region) {
   region.composite.clear();
   region.composite_input.clear();
+  region.composite_input2.clear();
   if (!Flags().host_composites) return;
   bool any = false;  // only regions with a candidate pay for the use counts
   for (int i : region.ops) any |= g.ops[i].code == OpCode::kErf;
@@ -95,19 +137,39 @@ void MatchComposites(const Graph& g, FusedRegion& region) {
   const int nin = static_cast<int>(region.inputs.size());
   const int np = g.num_params();
   std::vector<FusedRegion::Composite> kind(region.ops.size(), FusedRegion::Composite::kNone);
-  std::vector<int> input(region.ops.size(), -1);
+  std::vector<int> input(region.ops.size(), -1), input2(region.ops.size(), -1);
   bool found = false;
+  // The slot from which the op producing value v reads its operand `operand`.
+  auto slot_of = [&](int v, int operand) {
+    const int at = m.InRegion(v);
+    const Op& op = g.ops[region.ops[at]];
+    for (size_t k = 0; k < op.operands.size(); ++k)
+      if (op.operands[k] == operand) return region.operand_slots[at][k];
+    return -1;
+  };
   for (size_t i = 0; i < region.ops.size(); ++i) {
+    using C = FusedRegion::Composite;
     std::vector<int> covered;
-    if (!m.GeluErf(region.ops[i], &covered)) continue;
-    // x's slot: the one the chain's compare (covered[0]) reads it from.
-    const int slot = region.operand_slots[m.InRegion(np + covered[0])][0];
+    C what = C::kNone;
+    int x_slot = -1, dy_slot = -1, x = -1, dy = -1;
+    if (m.GeluErf(region.ops[i], &covered)) {
+      what = C::kGeluErf;
+      x_slot = region.operand_slots[m.InRegion(np + covered[0])][0];  // as the compare reads x
+    } else if (m.GeluErfBackward(region.ops[i], &covered, &x, &dy)) {
+      what = C::kGeluErfBackward;
+      x_slot = slot_of(np + covered[0], x);  // as x * (1/sqrt 2) reads it
+      dy_slot = slot_of(np + region.ops[i], dy);
+      if (x_slot < 0 || dy_slot < 0) continue;
+    } else {
+      continue;
+    }
     bool free = true;  // no op of the chain already in another composite
-    for (int op : covered) free &= kind[m.InRegion(np + op)] == FusedRegion::Composite::kNone;
+    for (int op : covered) free &= kind[m.InRegion(np + op)] == C::kNone;
     if (!free) continue;
-    for (int op : covered) kind[m.InRegion(np + op)] = FusedRegion::Composite::kCovered;
-    kind[i] = FusedRegion::Composite::kGeluErf;
-    input[i] = slot;
+    for (int op : covered) kind[m.InRegion(np + op)] = C::kCovered;
+    kind[i] = what;
+    input[i] = x_slot;
+    input2[i] = dy_slot;
     found = true;
   }
   if (!found) return;
@@ -117,6 +179,7 @@ void MatchComposites(const Graph& g, FusedRegion& region) {
     if (s >= nin && kind[s - nin] == FusedRegion::Composite::kCovered) return;
   region.composite = std::move(kind);
   region.composite_input = std::move(input);
+  region.composite_input2 = std::move(input2);
 }
 
 }  // namespace tpu::host

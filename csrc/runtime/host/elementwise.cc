@@ -712,6 +712,9 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
       }
       if (composite == C::kGeluErf) {
         GeluErfF32Simd(static_cast<const float*>(regs[region.composite_input[i]]), static_cast<float*>(out), len);
+      } else if (composite == C::kGeluErfBackward) {
+        GeluErfBackwardF32Simd(static_cast<const float*>(regs[region.composite_input[i]]),
+                               static_cast<const float*>(regs[region.composite_input2[i]]), static_cast<float*>(out), len);
       } else {
         const void* in[3];
         const auto& slots = region.operand_slots[i];

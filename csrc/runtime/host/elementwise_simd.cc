@@ -199,6 +199,18 @@ void GeluErfF32(const float* x, float* out, int64_t n) {
   Map1(x, out, n, [](auto d, auto v) { return GeluErf(d, v); });
 }
 
+// gelu's erf-form derivative times dy, the backward lowering's formula (activation.cc):
+// dy * (0.5 * (1 + erf(x / sqrt 2)) + x * (exp(-x^2 / 2) / sqrt(2 pi))), with the chain's own
+// erf and exp, and x * pdf + cdf as one fused multiply-add.
+void GeluErfBackwardF32(const float* x, const float* dy, float* out, int64_t n) {
+  Map2(x, dy, out, n, [](auto d, auto v, auto g) {
+    const auto cdf = hn::Mul(hn::Set(d, 0.5f), hn::Add(hn::Set(d, 1.0f), Erf(d, hn::Mul(v, hn::Set(d, static_cast<float>(M_SQRT1_2))))));
+    const auto ex = IeeeExp(d, hn::Mul(hn::Mul(v, v), hn::Set(d, -0.5f)));
+    const auto pdf = hn::Mul(hn::Set(d, static_cast<float>(M_2_SQRTPI * M_SQRT1_2 * 0.5)), ex);
+    return hn::Mul(g, hn::MulAdd(v, pdf, cdf));
+  });
+}
+
 bool UnaryF32(int code_int, const float* a, float* out, int64_t n) {
   switch (static_cast<OpCode>(code_int)) {
     case OpCode::kNegate: Map1(a, out, n, [](auto d, auto v) { return hn::Neg(v); }); return true;
@@ -372,6 +384,7 @@ HWY_AFTER_NAMESPACE();
 namespace tpu::host {
 HWY_EXPORT(UnaryF32);
 HWY_EXPORT(GeluErfF32);
+HWY_EXPORT(GeluErfBackwardF32);
 HWY_EXPORT(ShiftExpF32);
 HWY_EXPORT(ScalarF32);
 HWY_EXPORT(BinaryF32);
@@ -399,6 +412,9 @@ void SelectF32Simd(const int32_t* p, const float* a, const float* b, float* out,
 }
 
 void GeluErfF32Simd(const float* x, float* out, int64_t n) { HWY_DYNAMIC_DISPATCH(GeluErfF32)(x, out, n); }
+void GeluErfBackwardF32Simd(const float* x, const float* dy, float* out, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(GeluErfBackwardF32)(x, dy, out, n);
+}
 bool UnaryF32Simd(OpCode code, const float* a, float* out, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(UnaryF32)(static_cast<int>(code), a, out, n);
 }

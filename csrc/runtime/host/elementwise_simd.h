@@ -24,6 +24,8 @@ void ShiftExpF32Simd(const float* x, float m, float* s, float* e, int64_t n);
 bool ScalarF32Simd(OpCode code, const float* a, float c, float* out, int64_t n);
 // out[i] = gelu(x[i]) (the erf form), in one pass: Note [Region composites]; out may be x.
 void GeluErfF32Simd(const float* x, float* out, int64_t n);
+// dy * gelu'(x), erf form (Note [Region composites]).
+void GeluErfBackwardF32Simd(const float* x, const float* dy, float* out, int64_t n);
 // out[i] = p[i] ? a[i] : b[i]
 void SelectF32Simd(const int32_t* p, const float* a, const float* b, float* out, int64_t n);
 

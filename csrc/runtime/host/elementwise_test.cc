@@ -549,6 +549,62 @@ TEST(ElementwiseTest, GeluChainRunsAsOneKernelAndMatchesTheChain) {
   }
 }
 
+// gelu's erf-form backward as activation.cc emits it: dy * (cdf + x * pdf).
+int GeluBackwardChain(Builder& b, int dy, int x) {
+  int cdf = b.Binary(OpCode::kMultiply, b.ScalarLike(0.5, x),
+                     b.Binary(OpCode::kAdd, b.ScalarLike(1.0, x),
+                              b.Unary(OpCode::kErf, b.Binary(OpCode::kMultiply, x, b.ScalarLike(M_SQRT1_2, x)))));
+  int ex = b.Unary(OpCode::kExp, b.Binary(OpCode::kMultiply, b.Binary(OpCode::kMultiply, x, x), b.ScalarLike(-0.5, x)));
+  int pdf = b.Binary(OpCode::kMultiply, b.ScalarLike(M_2_SQRTPI * M_SQRT1_2 * 0.5, x), ex);
+  return b.Binary(OpCode::kMultiply, dy, b.Binary(OpCode::kAdd, cdf, b.Binary(OpCode::kMultiply, x, pdf)));
+}
+
+TEST(ElementwiseTest, GeluBackwardChainRunsAsOneKernel) {
+  // With composites on the chain is one kernel (its x * pdf + cdf a fused multiply-add); both
+  // ways the result is dy * gelu'(x) against double within a few float32 ulp of its terms (the
+  // chain's 1 + erf cancels for x < -2 as in the forward, so the bound scales with dy, not with
+  // the small result).
+  const int64_t n = 50003;
+  std::vector<float> xv(n), gv(n), on(n), off(n);
+  for (int64_t i = 0; i < n; ++i) {
+    xv[i] = -9.0f + 18.0f * static_cast<float>(i) / (n - 1);
+    gv[i] = static_cast<float>(std::cos(0.37 * i)) * 3.0f;
+  }
+  xv[0] = NAN;
+  xv[1] = -0.0f;
+  for (bool composites : {true, false}) {
+    SCOPED_TRACE(composites);
+    ASSERT_TRUE(Options::Get().Set("host_composites", composites ? "1" : "0").ok());
+    Builder b;
+    int x = b.Param(T(DType::kF32, {n}));
+    int dy = b.Param(T(DType::kF32, {n}));
+    b.Result(GeluBackwardChain(b, dy, x));
+    auto exe = CompileBuilder(b);
+    ASSERT_NE(exe, nullptr);
+    auto kinds = CompositesOf(exe);
+    ASSERT_EQ(kinds.size(), composites ? 1u : 0u);
+    if (composites) {
+      EXPECT_EQ(kinds[0], FusedRegion::Composite::kGeluErfBackward);
+    }
+    ASSERT_TRUE(RunExe(exe, Bindings(Bind(xv, DType::kF32, {n}), Bind(gv, DType::kF32, {n})),
+                       Bindings(Bind(composites ? on : off, DType::kF32, {n})))
+                    .ok());
+  }
+  ASSERT_TRUE(Options::Get().Set("host_composites", "1").ok());
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = xv[i], g = gv[i];
+    if (std::isnan(v)) {
+      ASSERT_TRUE(std::isnan(on[i]) && std::isnan(off[i]));
+      continue;
+    }
+    const double d = 0.5 * std::erfc(-v / M_SQRT2) + v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+    const double want = g * d, tol = 4e-7 * std::fabs(g) * (1 + std::fabs(v));
+    ASSERT_LE(std::fabs(on[i] - want), tol) << "x " << v << " dy " << g;
+    ASSERT_LE(std::fabs(off[i] - want), tol) << "chain: x " << v << " dy " << g;
+    ASSERT_LE(std::fabs(on[i] - off[i]), tol) << "x " << v;
+  }
+}
+
 TEST(ElementwiseTest, AGeluChainWithAnIntermediateReadElsewhereKeepsItsOps) {
   // The erf is also a result: the kernel would not produce it, so the ops run one by one.
   const int64_t n = 1000;

@@ -110,6 +110,7 @@ std::string StepName(const HostExecutable& e, const Step& st, const std::vector<
     std::string n = "fused region (" + std::to_string(r.ops.size()) + " ops";
     for (FusedRegion::Composite c : r.composite)
       if (c == FusedRegion::Composite::kGeluErf) n += ", gelu";
+      else if (c == FusedRegion::Composite::kGeluErfBackward) n += ", gelu backward";
     n += ")";
     if (r.ops.size() <= 3) {
       n += ":";
@@ -130,6 +131,11 @@ std::string StepName(const HostExecutable& e, const Step& st, const std::vector<
       const View& v = views[o];
       n += " " + DimsToString(v.dims) + "/" + DimsToString(v.strides);
     }
+  } else if (op.code == OpCode::kReduce || op.code == OpCode::kConcatenate || op.code == OpCode::kGather ||
+             op.code == OpCode::kScatter) {
+    // The first operand's shape and strides, and the result's shape: which of them is slow.
+    const View& v = views[op.operands[0]];
+    n += " " + DimsToString(v.dims) + "/" + DimsToString(v.strides) + " -> " + DimsToString(op.type.dims);
   }
   return n;
 }
