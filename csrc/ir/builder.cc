@@ -353,11 +353,13 @@ int Builder::ArgReduceWindow(int x, int index, const WindowSpec& window) {
   return Add(OpCode::kArgReduceWindow, {x, index}, std::move(t), std::move(a));
 }
 
-int Builder::Check(int x, int ok, CheckKind kind) {
+int Builder::Check(int x, int ok, CheckKind kind, const std::string& message) {
   Check(TypeOf(ok).dtype == DType::kBool, "check: the condition must be i1");
   Check(kind >= CheckKind::kIntegerDivisionByZero && kind < CheckKind::kCount, "check: unknown kind");
+  Check(message.empty() || kind == CheckKind::kAssert, "check: only an assert carries a message");
   Attrs a;
   a.kind = static_cast<int64_t>(kind);
+  for (char c : message) a.a.push_back(static_cast<unsigned char>(c));
   return Add(OpCode::kCheck, {x, ok}, TypeOf(x), std::move(a));
 }
 

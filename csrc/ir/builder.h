@@ -64,7 +64,7 @@ class Builder {
   int RngBits(int state, const Dims& dims);  // ui32 Philox bits; state: ui64[2] {seed, offset}
   // x, once every element of `ok` (i1) is true; else the program fails with the kind's message
   // (Note [Check op]). Use the result in place of x.
-  int Check(int x, int ok, CheckKind kind);
+  int Check(int x, int ok, CheckKind kind, const std::string& message = {});  // message: kAssert
   void Result(int v);
   // Copies `op` (type and attributes as they are) with `operands` in place of its own: how the
   // deferred engine splices an op's program into its window.

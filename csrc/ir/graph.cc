@@ -41,9 +41,18 @@ const char* CheckMessage(CheckKind kind) {
     case CheckKind::kProbabilityRange:
       return "Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error message be improved?  If "
              "so, please report an enhancement request to PyTorch.)";
+    case CheckKind::kAssert: return "Assertion is failed";  // each op carries its own (CheckOpMessage)
     case CheckKind::kCount: break;
   }
   return "check failed";
+}
+
+std::string CheckOpMessage(const Op& op) {
+  const auto kind = static_cast<CheckKind>(op.attrs.kind);
+  if (kind != CheckKind::kAssert) return CheckMessage(kind);
+  std::string m;
+  for (int64_t c : op.attrs.a) m.push_back(static_cast<char>(c));
+  return m;
 }
 
 const char* CheckName(CheckKind kind) {
@@ -52,6 +61,7 @@ const char* CheckName(CheckKind kind) {
     case CheckKind::kBceInputRange: return "bce_input_range";
     case CheckKind::kBceTargetRange: return "bce_target_range";
     case CheckKind::kProbabilityRange: return "probability_range";
+    case CheckKind::kAssert: return "assert";
     case CheckKind::kCount: break;
   }
   return "unknown";

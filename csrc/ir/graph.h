@@ -41,11 +41,15 @@ enum class CheckKind : int64_t {
   kBceInputRange,          // binary_cross_entropy input outside [0, 1] (or NaN)
   kBceTargetRange,         // ... target
   kProbabilityRange,       // bernoulli with a probability tensor outside [0, 1] (or NaN)
+  kAssert,                 // torch._assert_async: the message is the op's (attrs.a, one byte each)
   kCount
 };
 // The error message (PyTorch CPU's) and the name printed as the custom_call's backend_config.
 const char* CheckMessage(CheckKind kind);
 const char* CheckName(CheckKind kind);
+struct Op;
+// A check op's message: its kind's, or for kAssert the message it carries.
+std::string CheckOpMessage(const Op& op);
 
 // Attributes. Which fields an op uses (unused ones stay empty/zero and still hash equal):
 //   broadcast_in_dim: a = broadcast_dimensions       transpose: a = permutation
@@ -60,7 +64,7 @@ const char* CheckName(CheckKind kind);
 //            i = index_vector_dim, kind = ReduceKind (combiner; kReplace overwrites)
 //            | 256 when out-of-range indices are errors (else skipped)
 //   rng_bit_generator: (operand: ui64[2] state {seed, offset}) Philox bits
-//   check: kind = CheckKind
+//   check: kind = CheckKind; kAssert: a = the message's bytes (one per element)
 //   convolution, reduce_window, arg_reduce_window: see ir/window.h
 struct Attrs {
   Dims a, b, c, d, e;

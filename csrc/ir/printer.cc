@@ -374,10 +374,24 @@ class Printer {
       case OpCode::kReverse:
         os_ << " {dimensions = " << I64Array(a.a) << "}";
         break;
-      case OpCode::kCheck:  // Note [Check op]: an implementation-defined call each backend provides
-        os_ << " {api_version = 1 : i32, backend_config = \"" << CheckName(static_cast<CheckKind>(a.kind))
-            << "\", call_target_name = \"tpu.check\", has_side_effect = true}";
+      case OpCode::kCheck: {  // Note [Check op]: an implementation-defined call each backend provides
+        os_ << " {api_version = 1 : i32, backend_config = \"" << CheckName(static_cast<CheckKind>(a.kind));
+        if (static_cast<CheckKind>(a.kind) == CheckKind::kAssert) {
+          // The message, as an MLIR string body: printable ASCII but quote and backslash, else \XX.
+          os_ << ": ";
+          for (int64_t c : a.a) {
+            const auto u = static_cast<unsigned char>(c);
+            if (u >= 0x20 && u < 0x7f && u != '"' && u != '\\') {
+              os_ << static_cast<char>(u);
+            } else {
+              static const char* kHex = "0123456789ABCDEF";
+              os_ << '\\' << kHex[u >> 4] << kHex[u & 15];
+            }
+          }
+        }
+        os_ << "\", call_target_name = \"tpu.check\", has_side_effect = true}";
         break;
+      }
       case OpCode::kBroadcastInDim:
         os_ << " {broadcast_dimensions = " << I64Array(a.a) << "}";
         break;

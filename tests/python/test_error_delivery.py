@@ -306,3 +306,77 @@ def test_exit_status_is_kept_without_unreported_errors(tmp_path):
         print((torch.ones(2, device="tpu") + 1).cpu().tolist())
     """)
     assert ok.returncode == 0 and "[2.0, 2.0]" in ok.stdout, ok.stderr
+
+
+# ---- torch._assert_async ----------------------------------------------------------------------
+@pytest.mark.parametrize("value, msg, error", [
+    (torch.tensor(0), None, "Expected Tensor with single nonzero value, but got zero"),
+    (torch.tensor(0.0), "the user's message", "the user's message"),
+    (torch.tensor(False), "", "Assertion is failed"),
+    (torch.tensor(0j), None, "Expected Tensor with single nonzero value, but got zero"),
+    (torch.tensor([[3]]), None, None),
+    (torch.tensor(float("nan")), "nan is nonzero", None),
+    (torch.tensor(True), None, None),
+    (torch.tensor(-2 + 0j), None, None),
+])
+def test_assert_async_checks_on_the_device(mode, no_fallback, value, msg, error):
+    """_assert_async runs on the device without a host sync (it used to fall back to the CPU,
+    which read the value). A zero raises CPU's message at the next sync point, naming the op and
+    the user's line (debug mode: at the op); a nonzero passes; the device stays usable."""
+    args = (value,) if msg is None else (value, msg)
+    with pytest.raises(RuntimeError, match=error) if error else _no_error():
+        torch._assert_async(*args)  # the CPU agrees
+    t = value.to("tpu")
+    targs = (t,) if msg is None else (t, msg)
+    host_syncs = torch_tpu.metrics.counters().get("host_syncs", 0)
+    try:
+        line = this_line() + 1
+        torch._assert_async(*targs)
+        assert torch_tpu.metrics.counters().get("host_syncs", 0) == host_syncs  # nothing read back
+        torch.tpu.synchronize()
+        raised = None
+    except RuntimeError as e:
+        raised = str(e)
+    if error is None:
+        assert raised is None
+    else:
+        assert raised is not None and error in raised and "_assert_async" in raised, raised
+        assert f"test_error_delivery.py:{line}" in raised, raised
+    device_still_works()
+
+
+class _no_error:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.mark.parametrize("bad", [torch.tensor([1, 1]), torch.tensor([])])
+def test_assert_async_of_not_one_element_raises_at_the_call(mode, bad):
+    with pytest.raises(RuntimeError, match="Boolean value of Tensor with"):
+        torch._assert_async(bad.to("tpu"))
+
+
+def test_assert_async_inside_a_fused_window_runs_with_it():
+    """In fused mode the check's result is read by nobody, yet the window keeps it as a result
+    (Window::KeepUntilCut): the check runs when the window does. No cut for the assert itself.
+    (Which of the window's other values a failed check leaves uncomputed is the backend's: the
+    host skips only what depends on the check, PJRT fails the whole program.)"""
+    with torch_tpu.eager_mode("fused"):
+        torch.tpu.synchronize()
+        torch_tpu.metrics.reset()
+        x = torch.arange(4.0, device="tpu")
+        y = x * 2
+        torch._assert_async((y.sum() > 100).to(torch.int64), "sum too small")
+        z = y + 1
+        assert torch_tpu.metrics.window_cuts() == {}
+        with pytest.raises(RuntimeError, match="sum too small"):
+            torch.tpu.synchronize()
+        del z
+        y = torch.arange(4.0, device="tpu") * 2
+        torch._assert_async((y.sum() > 1).to(torch.int64), "fine")
+        assert (y + 1).cpu().tolist() == [1.0, 3.0, 5.0, 7.0]
+        torch.tpu.synchronize()
+    device_still_works()

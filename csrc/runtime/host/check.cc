@@ -19,7 +19,7 @@ Status RunCheck(const Op& op, const View& x, const View& ok, const View& out) {
     }
     // memchr: the scan of a large mask runs at memory speed.
     if (std::memchr(flags, 0, static_cast<size_t>(n)) != nullptr)
-      return InvalidArgument(CheckMessage(static_cast<CheckKind>(op.attrs.kind)));
+      return InvalidArgument(CheckOpMessage(op));
   }
   return CopyView(x, out);
 }

@@ -104,6 +104,42 @@ TEST(CheckTest, PrintsAsACustomCall) {
   EXPECT_STREQ(CheckMessage(CheckKind::kBceTargetRange), "all elements of target should be between 0 and 1");
 }
 
+TEST(CheckTest, AnAssertCarriesItsMessage) {
+  // torch._assert_async's check: the op's own message is the error, and the printer escapes it.
+  const std::string message = "position \"k\" out of range\\\n";
+  Builder b;
+  int x = b.Param(T(DType::kBool, {}));
+  b.Result(b.Check(x, x, CheckKind::kAssert, message));
+  auto exe = CompileBuilder(b);
+  ASSERT_NE(exe, nullptr);
+  for (bool ok : {true, false}) {
+    std::vector<uint8_t> in{static_cast<uint8_t>(ok)}, out{7};
+    Launch launch{exe, Bindings(Bind(in.data(), DType::kBool, {})), Bindings(Bind(out.data(), DType::kBool, {}))};
+    HostExecutor ex;
+    RunReport report;
+    Status st = ex.Run(launch, &report);
+    if (ok) {
+      EXPECT_TRUE(st.ok()) << st.message();
+      EXPECT_EQ(out[0], 1);
+    } else {
+      EXPECT_FALSE(st.ok());
+      EXPECT_EQ(st.message(), message);
+    }
+  }
+  Builder p;
+  int y = p.Param(T(DType::kBool, {}));
+  p.Result(p.Check(y, y, CheckKind::kAssert, message));
+  auto g = p.Finish();
+  ASSERT_TRUE(g.ok());
+  std::string text = PrintStableHlo(g.value(), "main");
+  EXPECT_NE(text.find("backend_config = \"assert: position \\22k\\22 out of range\\5C\\0A\""), std::string::npos) << text;
+  // A message belongs to asserts only.
+  Builder q;
+  int z = q.Param(T(DType::kBool, {}));
+  q.Result(q.Check(z, z, CheckKind::kProbabilityRange, "no"));
+  EXPECT_FALSE(q.Finish().ok());
+}
+
 TEST(CheckTest, TheBuilderRefusesANonBooleanCondition) {
   Builder b;
   int x = b.Param(T(F, {2}));

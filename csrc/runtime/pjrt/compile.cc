@@ -76,6 +76,7 @@ int AppendIndexChecks(Graph& g, std::vector<IndexCheck>* checks) {
       IndexCheck c;
       c.op = static_cast<int>(i);
       c.check_kind = static_cast<int>(op.attrs.kind);
+      c.message = CheckOpMessage(op);
       checks->push_back(c);
       continue;
     }
@@ -92,7 +93,11 @@ int AppendIndexChecks(Graph& g, std::vector<IndexCheck>* checks) {
     const Dims& map = op.attrs.c;  // start_index_map / scatter_dims_to_operand_dims
     for (size_t k = 0; k < map.size(); ++k) {
       int64_t d = map[k];
-      IndexCheck c{static_cast<int>(i), d, operand[d], gather ? operand[d] - op.attrs.d[d] : operand[d] - 1};
+      IndexCheck c;
+      c.op = static_cast<int>(i);
+      c.dim = d;
+      c.size = operand[d];
+      c.max_start = gather ? operand[d] - op.attrs.d[d] : operand[d] - 1;
       Dims start(it.rank(), 0), limit = it.dims, strides(it.rank(), 1);
       start.back() = static_cast<int64_t>(k);
       limit.back() = static_cast<int64_t>(k) + 1;

@@ -31,6 +31,7 @@ struct IndexCheck {
   int64_t size = 0;   // that dimension's size
   int64_t max_start = 0;  // the largest valid index (size - slice size for a gather)
   int check_kind = -1;    // >= 0: a check op of this CheckKind, one entry (not an index check: two)
+  std::string message;    // the check op's message (CheckOpMessage)
 };
 
 // What a program becomes for PJRT: its text and how the extra results are laid out.

@@ -191,7 +191,7 @@ Status PjrtExecutor::Run(const Launch& launch, RunReport* report) {
       if (c.check_kind >= 0) {
         if (bounds[at++] == 1) continue;
         report->failed_op = c.op;
-        return InvalidArgument(CheckMessage(static_cast<CheckKind>(c.check_kind)));
+        return InvalidArgument(c.message);
       }
       int64_t lo = bounds[at], hi = bounds[at + 1];
       at += 2;

@@ -370,7 +370,16 @@ void Window::AbandonLocked(const Status& why) {
   ResetLocked();
 }
 
+void Window::KeepUntilCut(Buffer* buffer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!FindLocked(buffer)) return;  // not pending here (the window was cut meanwhile): nothing to keep
+  buffer->Retain();
+  kept_.push_back(buffer);
+}
+
 void Window::ResetLocked() {
+  for (Buffer* b : kept_) b->Release();
+  kept_.clear();
   for (Entry& e : entries_) e.buffer->Release();
   entries_.clear();
   slots_.clear();

@@ -78,6 +78,10 @@ class Window {
   uint64_t Cut(CutReason reason);
   // Cuts if the window holds a pending value of `buffer`.
   void CutIfPending(const Buffer* buffer, CutReason reason);
+  // Keeps `buffer` alive until the next cut, so that its pending value is a result of the window
+  // even when nothing else holds it: an op run for its effect, whose output nobody reads
+  // (torch._assert_async's check, Note [Check op]).
+  void KeepUntilCut(Buffer* buffer);
   // Whether the window reads or writes `buffer`.
   bool Uses(const Buffer* buffer);
   // The pending window as StableHLO text, its results the live pending values (empty window: "").
@@ -161,6 +165,7 @@ class Window {
   Builder builder_;
   std::vector<Binding> params_;  // by parameter number
   std::vector<Entry> entries_;
+  std::vector<Buffer*> kept_;  // KeepUntilCut: one reference each, released at the reset
   uint32_t epoch_ = 1;
   std::shared_ptr<std::vector<OpOrigin>> origins_;  // per recorded op
   Fingerprint128 fingerprint_;

@@ -161,9 +161,9 @@ bool Lowering::IsHostScalar(int v) const {
   return p >= 0 && p < static_cast<int>(params_.size()) && params_[p].is_inline();
 }
 
-int Lowering::Checked(int x, int ok, CheckKind kind) {
+int Lowering::Checked(int x, int ok, CheckKind kind, const std::string& message) {
   if (location_.empty()) CaptureLocation();
-  return builder_.Check(x, ok, kind);
+  return builder_.Check(x, ok, kind, message);
 }
 
 void Lowering::Run() {

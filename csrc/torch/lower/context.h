@@ -55,7 +55,7 @@ class Lowering {
   // its value was known, and checked, when the op was called.
   bool IsHostScalar(int v) const;
   // b().Check(x, ok, kind), with the user's line captured for its error (Note [Check op]).
-  int Checked(int x, int ok, CheckKind kind);
+  int Checked(int x, int ok, CheckKind kind, const std::string& message = {});
   void Run();
 
  private:

@@ -7,12 +7,22 @@
 // the set elements (a prefix count), by a scatter whose unset elements aim out of range and are
 // dropped. nonzero_static has its size given, so it needs no count and no sync.
 // (index.Tensor with a boolean mask, argwhere and masked_select's callers reach these.)
+//
+// _assert_async(t[, msg]) asks the opposite of the host: that the one element be nonzero, without
+// a sync. It is a check op (Note [Check op]) of kind kAssert carrying the message; its result goes
+// to a one-element scratch tensor nobody reads, which a fused window keeps as a result until its
+// cut (Window::KeepUntilCut), so the check runs there too. A failure raises at the next sync
+// point, naming the op and the user's line, as every data-dependent error does.
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include "torch/deferred/capture.h"
+#include "torch/deferred/window.h"
+#include "torch/lower/complex_util.h"
 #include "torch/lower/index_util.h"
+#include "torch/tensor_utils.h"
 
 namespace tpu::torch_bridge {
 namespace {
@@ -131,6 +141,37 @@ at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at
   return MaskedSelectInto(self, mask, out);
 }
 
+// ---- _assert_async ----------------------------------------------------------------------------
+void AssertAsync(const at::Tensor& self, const std::string& message) {
+  // ATen's checks, at the call: one element, and a tensor on the device.
+  TORCH_CHECK(self.numel() != 0, "Boolean value of Tensor with no values is ambiguous");
+  TORCH_CHECK(self.numel() == 1, "Boolean value of Tensor with more than one value is ambiguous");
+  if (ActiveCapture()) CaptureBreak("_assert_async checks a value inside the graph without a result");
+  at::Tensor flag = at::empty({}, self.options().dtype(at::kBool));
+  {
+    Lowering l("aten::_assert_async");
+    Builder& b = l.b();
+    int ok;
+    if (IsComplex(self.scalar_type())) {
+      // Note [Complex tensors]: nonzero when either part is.
+      int pair = b.Reshape(l.Input(ResolvedRealView(self)), {2});
+      ok = b.Reduce(b.Compare(CompareDirection::kNE, pair, b.ScalarLike(0, pair)), b.Constant(0, DType::kBool), {0},
+                    ReduceKind::kOr);
+    } else {
+      int x = b.Reshape(l.Input(self), {});
+      ok = b.TypeOf(x).dtype == DType::kBool ? x : b.Compare(CompareDirection::kNE, x, b.ScalarLike(0, x));
+    }
+    l.Output(l.Checked(ok, ok, CheckKind::kAssert, message), flag);
+    l.Run();
+  }
+  if (RecordsIntoWindow())
+    if (Buffer* buf = BufferOf(flag)) WindowFor(flag.device().index()).KeepUntilCut(buf);
+}
+void assert_async(const at::Tensor& self) { AssertAsync(self, "Expected Tensor with single nonzero value, but got zero"); }
+void assert_async_msg(const at::Tensor& self, c10::string_view msg) {
+  AssertAsync(self, msg.empty() ? std::string("Assertion is failed") : std::string(msg));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -139,6 +180,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero_static", nonzero_static);
   m.impl("masked_select", masked_select);
   m.impl("masked_select.out", masked_select_out);
+  m.impl("_assert_async", assert_async);
+  m.impl("_assert_async.msg", assert_async_msg);
 }
 
 }  // namespace tpu::torch_bridge
