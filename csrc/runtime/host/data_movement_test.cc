@@ -1,5 +1,6 @@
 // pad, concatenate, iota and constant through the host executor.
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -102,6 +103,37 @@ TEST(ConcatenateTest, ComputedOperandsAndInnerDim) {
     EXPECT_EQ(out[r * 4 + 1], xv[r * 2 + 1] + 1);
     EXPECT_EQ(out[r * 4 + 2], xv[r * 2] * 2);
     EXPECT_EQ(out[r * 4 + 3], xv[r * 2 + 1] * 2);
+  }
+}
+
+TEST(ConcatenateTest, ManyShortRowsAndAConvertingCopy) {
+  // Note [Row tiles] in copies: pieces of 3 and 5 elements over 7 * 3001 rows (threaded, a partial
+  // last tile), one of them a transposed view (loaded row by row); and a bf16 round trip.
+  const int64_t A = 7, R = 3001;
+  std::vector<float> a(A * R * 3), c(5 * R * A);  // c holds [5, R, A]: read as its [A, R, 5] transpose
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i);
+  for (size_t i = 0; i < c.size(); ++i) c[i] = -static_cast<float>(i);
+  Builder b;
+  int x = b.Param(T(F, {A, R, 3}));
+  int y = b.Param(T(F, {A, R, 5}));
+  b.Result(b.Concatenate({x, y}, 2));
+  b.Result(b.Convert(b.Convert(x, DType::kBF16), F));
+  std::vector<float> out(A * R * 8), round(A * R * 3);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(a, F, {A, R, 3}), Bind(c, F, {A, R, 5}, {1, A, R * A})),
+                         Bindings(Bind(out, F, {A, R, 8}), Bind(round, F, {A, R, 3})))
+                  .ok());
+  for (int64_t i = 0; i < A; ++i)
+    for (int64_t r = 0; r < R; ++r) {
+      for (int64_t k = 0; k < 3; ++k) ASSERT_EQ(out[(i * R + r) * 8 + k], a[(i * R + r) * 3 + k]);
+      for (int64_t k = 0; k < 5; ++k) ASSERT_EQ(out[(i * R + r) * 8 + 3 + k], c[k * R * A + r * A + i]);
+    }
+  for (size_t i = 0; i < a.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &a[i], 4);
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000u;  // round to nearest even, as bf16
+    float want;
+    std::memcpy(&want, &bits, 4);
+    ASSERT_EQ(round[i], want) << i;
   }
 }
 

@@ -757,9 +757,7 @@ Status CopyView(const View& src, const View& dst) {
   bool same = src.dtype == dst.dtype;
   int elem = DTypeSize(src.dtype);
   const int64_t tile = same && s0 == 1 && s1 == 1 ? kMaxTile : kTile;  // a memmove needs no storage
-  ForEachTile(dims, operands, tile, [&](const int64_t* off, int64_t len) {
-    const char* p = operands[0].base + off[0] * elem;
-    char* q = operands[1].base + off[1] * operands[1].elem;
+  auto copy_run = [&](const char* p, char* q, int64_t len) {  // len <= tile
     if (same && s0 == 1 && s1 == 1) {
       std::memmove(q, p, len * elem);
       return;
@@ -774,7 +772,21 @@ Status CopyView(const View& src, const View& dst) {
       Convert(ClassOf(src.dtype), reg, dst.dtype, reg2, len);
       Store(dst.dtype, reg2, len, q, s1);
     }
-  });
+  };
+  const int64_t inner = rank ? dims[rank - 1] : 1;
+  if (rank >= 2 && inner < tile) {
+    // Note [Row tiles]: short rows (a concatenate's pieces, a slice's rows) several per tile.
+    const int64_t ps = operands[0].strides[rank - 2], qs = operands[1].strides[rank - 2];
+    ForEachRowTile(dims, operands, std::max<int64_t>(1, tile / inner), [&](const int64_t* off, int64_t m) {
+      for (int64_t j = 0; j < m; ++j)
+        copy_run(operands[0].base + (off[0] + j * ps) * elem, operands[1].base + (off[1] + j * qs) * operands[1].elem,
+                 inner);
+    });
+  } else {
+    ForEachTile(dims, operands, tile, [&](const int64_t* off, int64_t len) {
+      copy_run(operands[0].base + off[0] * elem, operands[1].base + off[1] * operands[1].elem, len);
+    });
+  }
   return Status::Ok();
 }
 
