@@ -493,9 +493,56 @@ Status RunReduce(const Op& op, const View& in, const View& init, const View& out
     // Leading dims of a contiguous float32 input: double column sums (SumFloat).
     bool leading_f32 = in.dtype == DType::kF32 && in.IsContiguous() && !op.attrs.a.empty();
     for (size_t i = 0; i < op.attrs.a.size(); ++i) leading_f32 &= op.attrs.a[i] == static_cast<int64_t>(i);
-    DispatchStorage(in.dtype, [&](auto m) {
-      DispatchInput<decltype(m)>(kind, in, kept, red, leading_f32, init_bytes, dst);
-    });
+    // Note [Transposed outputs]: neither loop fits when the output's innermost dim is not the
+    // input's (a sum over the repeated heads of a transposed attention gradient): the input's
+    // unit-stride kept dim is then moved last, the columns loop fills a buffer in that order, and
+    // one copy transposes it into place. Each output combines the same elements in the same
+    // order either way (Note [Float sums] for float sums), so only the speed changes.
+    int unit = -1;
+    if (!kept.empty() && kept.back().stride != 1 && (red.empty() || red.back().stride != 1))
+      for (size_t d = 0; d < in.dims.size(); ++d)
+        if (!reduced[d] && in.dims[d] > 1 && in.strides[d] == 1) unit = static_cast<int>(d);
+    if (unit >= 0) {
+      const int rank = static_cast<int>(in.dims.size());
+      View pin = in;
+      std::vector<bool> pred;
+      pin.dims.clear();
+      pin.strides.clear();
+      Dims order;  // pin's dims, as dims of `in`
+      for (int d = 0; d < rank; ++d)
+        if (d != unit) order.push_back(d);
+      order.push_back(unit);
+      for (int64_t d : order) {
+        pin.dims.push_back(in.dims[d]);
+        pin.strides.push_back(in.strides[d]);
+        pred.push_back(reduced[d]);
+      }
+      // The buffer holds the outputs in pin's kept order; viewed in out's order for the copy.
+      std::vector<char> buffer(outputs * DTypeSize(rt));
+      Dims kept_dims;  // out's dims, in pin's order
+      for (int64_t d : order)
+        if (!reduced[d]) kept_dims.push_back(in.dims[d]);
+      const Dims pstrides = ContiguousStrides(kept_dims);
+      Dims ostrides;  // the buffer's strides for out's dims (kept dims of `in`, in order)
+      for (int d = 0; d < rank; ++d) {
+        if (reduced[d]) continue;
+        int at = 0;
+        for (int64_t e : order) {
+          if (e == d) break;
+          at += !reduced[e];
+        }
+        ostrides.push_back(pstrides[at]);
+      }
+      Axes pkept = KeptAxes(pin, pred), pred_axes = ReducedAxes(pin, pred);
+      DispatchStorage(in.dtype, [&](auto m) {
+        DispatchInput<decltype(m)>(kind, pin, pkept, pred_axes, false, init_bytes, buffer.data());
+      });
+      TPU_RETURN_IF_ERROR(CopyView(View{buffer.data(), rt, out.dims, ostrides}, View{dst, rt, out.dims, ContiguousStrides(out.dims)}));
+    } else {
+      DispatchStorage(in.dtype, [&](auto m) {
+        DispatchInput<decltype(m)>(kind, in, kept, red, leading_f32, init_bytes, dst);
+      });
+    }
   }
   if (dst == out.data) return Status::Ok();
   return CopyView(View{dst, rt, out.dims, ContiguousStrides(out.dims)}, out);

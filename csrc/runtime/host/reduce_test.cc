@@ -215,6 +215,46 @@ TEST(ReduceKernelTest, FloatSumsFollowTheLaneNote) {
   }
 }
 
+TEST(ReduceKernelTest, TransposedOutputsMatchLoops) {
+  // Note [Transposed outputs]: memory [A][R][D][S] read as [A, R, S, D] (the output's last dim D
+  // is not the input's unit-stride dim S), reduced over R: sums follow the lane note, max and an
+  // integer sum match loops, with sizes that thread.
+  const int64_t A = 6, R = 4, D = 16, S = 333;
+  std::vector<float> x(A * R * D * S);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((static_cast<int64_t>(i) * 7919) % 2003 - 1001) * (i % 3 ? 1e-2f : 1e3f);
+  std::vector<int64_t> xi(x.size());
+  for (size_t i = 0; i < x.size(); ++i) xi[i] = static_cast<int64_t>(x[i] * 100);
+  const Dims dims = {A, R, S, D}, strides = {R * D * S, D * S, 1, S};
+  for (ReduceKind kind : {ReduceKind::kAdd, ReduceKind::kMax}) {
+    SCOPED_TRACE(static_cast<int>(kind));
+    Builder b;
+    int p = b.Param(T(F, dims));
+    int q = b.Param(T(DType::kI64, dims));
+    b.Result(b.Reduce(p, b.Constant(kind == ReduceKind::kAdd ? 0.0 : -INFINITY, F), {1}, kind));
+    b.Result(b.Reduce(q, b.Constant(0, DType::kI64), {1}, ReduceKind::kAdd));
+    std::vector<float> got(A * S * D);
+    std::vector<int64_t> goti(A * S * D);
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, dims, strides), Bind(xi, DType::kI64, dims, strides)),
+                           Bindings(Bind(got, F, {A, S, D}), Bind(goti, DType::kI64, {A, S, D})))
+                    .ok());
+    for (int64_t a = 0; a < A; ++a)
+      for (int64_t s = 0; s < S; ++s)
+        for (int64_t d = 0; d < D; ++d) {
+          std::vector<float> run;
+          int64_t isum = 0;
+          for (int64_t r = 0; r < R; ++r) {
+            run.push_back(x[a * strides[0] + r * strides[1] + s + d * S]);
+            isum += xi[a * strides[0] + r * strides[1] + s + d * S];
+          }
+          float want = RefLaneSum(run, 0.0f);
+          if (kind == ReduceKind::kMax) want = *std::max_element(run.begin(), run.end());
+          const int64_t o = (a * S + s) * D + d;
+          ASSERT_EQ(got[o], want) << a << " " << s << " " << d;
+          ASSERT_EQ(goti[o], isum) << a << " " << s << " " << d;
+        }
+  }
+}
+
 TEST(ReduceKernelTest, RowMaxAndMinAcrossLengthsAndNaNPositions) {
   // MaxF32Row's vector body, its lane reduction and its tail: the max/min of every length from 1
   // to 200, without a NaN and with one at each of several positions (a NaN anywhere gives NaN),
