@@ -28,9 +28,10 @@ constexpr int64_t kTile = 256;
 // Note [Tile length]: a tile is kTile elements or a multiple of it. Each tile costs a fixed amount
 // (offsets, one kernel call per op, stores), about as much as a kernel spends on 256 elements, so
 // a region runs its longest tile whose values still fit in L1: values that need storage (an op's
-// result, an input that must be converted, gathered or splatted) take kL1Budget bytes between
-// them; inputs read in place and the result written in place take none. A one-op region over
-// contiguous float32 then runs tiles of kMaxTile elements, a long chain tiles of kTile.
+// result, an input that must be converted, gathered or splatted, a splat filled once per call)
+// take kL1Budget bytes between them; inputs read in place and the result written in place take
+// none. A one-op region over contiguous float32 then runs tiles of kMaxTile elements, a long
+// chain tiles of kTile.
 constexpr int64_t kMaxTile = 16384;
 constexpr int64_t kL1Budget = 32 * 1024;
 
@@ -626,12 +627,22 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
   // splatted once per call into a tile that every thread reads (ops never write their inputs).
   thread_local std::vector<char> reused_splats;
   std::vector<char>& splats = reused_splats;
+  // With row tiles (Note [Row tiles]), an input that is one row broadcast over all the others (a
+  // bias, a norm's weight: every stride 0 but the innermost) is the same in every tile: it is
+  // laid out once per call as a tile's worth of rows, like a scalar's splat.
   SmallVector<int, 8> splat_of(nin, -1);
+  SmallVector<bool, 8> row_splat(nin, false);
   int nsplats = 0;
   for (int k = 0; k < nin; ++k) {
-    bool scalar = true;
-    for (int64_t st : operands[k].strides) scalar &= st == 0;
-    if (scalar) splat_of[k] = nsplats++;
+    bool scalar = true, row = row_tiles;
+    for (int d = 0; d < rank; ++d) {
+      scalar &= operands[k].strides[d] == 0;
+      if (d + 1 < rank) row &= operands[k].strides[d] == 0;
+    }
+    if (scalar || row) {
+      splat_of[k] = nsplats++;
+      row_splat[k] = !scalar;
+    }
   }
   // Each value that needs storage gets a tile of it (Note [Tile length]).
   const bool composites = !region.composite.empty();
@@ -647,11 +658,18 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
                 (composites && region.composite[i] == FusedRegion::Composite::kCovered);
     store_of[nin + i] = none ? -1 : nstored++;
   }
-  const int64_t tile = TileLength(nstored);
+  // A splat is filled to the tile's length at every call: it counts as a stored value.
+  const int64_t tile = TileLength(nstored + nsplats);
+  const int64_t tile_rows = row_tiles ? std::max<int64_t>(1, tile / inner) : 1;  // rows a row tile holds
   splats.resize(static_cast<size_t>(nsplats) * tile * 8 + 64);
   for (int k = 0; k < nin; ++k) {
     if (splat_of[k] < 0) continue;
     char* t = splats.data() + splat_of[k] * tile * 8;
+    if (row_splat[k]) {
+      const int rb = RegBytes(operands[k].dtype);
+      for (int64_t j = 0; j < tile_rows; ++j) Load(operands[k].dtype, operands[k].base, inner_stride(operands[k]), inner, t + j * inner * rb);
+      continue;
+    }
     Load(operands[k].dtype, operands[k].base, 0, 1, t);
     if (ClassOf(operands[k].dtype) == Rc::kF64 || ClassOf(operands[k].dtype) == Rc::kI64) {
       uint64_t* r = reinterpret_cast<uint64_t*>(t);
@@ -734,8 +752,7 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
     }
   };
   if (row_tiles) {
-    ForEachRowTile(dims, operands, std::max<int64_t>(1, tile / std::max<int64_t>(1, inner)),
-                   [&](const int64_t* off, int64_t m) { run_tile(off, m, m * inner); });
+    ForEachRowTile(dims, operands, tile_rows, [&](const int64_t* off, int64_t m) { run_tile(off, m, m * inner); });
   } else {
     ForEachTile(dims, operands, tile, [&](const int64_t* off, int64_t len) { run_tile(off, 1, len); });
   }

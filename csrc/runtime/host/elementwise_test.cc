@@ -112,35 +112,40 @@ TEST(ElementwiseTest, TileLengthsFollowStoredValues) {
 }
 
 // Note [Row tiles]: rows of 4 and 7 (a per-channel operand over NCHW with small H * W does not
-// merge the last two dims) run as tiles of many rows: in-place inputs, per-row broadcasts, a
-// transposed input and a transposed output are loaded / stored row by row. Float and double
+// merge the last two dims) run as tiles of many rows: in-place inputs, per-row broadcasts, one row
+// broadcast over all others (laid out once per call), a transposed input and a transposed output
+// (loaded / stored row by row). Float and double
 // (registers of 4 and 8 bytes); sizes that thread and that end in a partial tile.
 template <typename V>
 void CheckRowTiles(Dims dims) {
   const DType dt = kDType<V>;
   const int64_t A = dims[0], C = dims[1], HW = dims[2], n = A * C * HW;
-  std::vector<V> x(n), c(C), rt(n), y(n), z(n);
+  std::vector<V> x(n), c(C), rt(n), w(HW), y(n), z(n);
   for (int64_t i = 0; i < n; ++i) x[i] = Value<V>(i, 0);
   for (int64_t i = 0; i < C; ++i) c[i] = Value<V>(i, 1);
   for (int64_t i = 0; i < n; ++i) rt[i] = Value<V>(i, 2);  // [HW, C, A]
+  for (int64_t i = 0; i < HW; ++i) w[i] = Value<V>(i, 3);  // one row over all the others
   Builder b;
   int px = b.Param(T(dt, dims));
   int pc = b.Param(T(dt, {C}));
   int prt = b.Param(T(dt, {HW, C, A}));
+  int pw = b.Param(T(dt, {HW}));
   int cb = b.BroadcastInDim(pc, dims, {1});
   int v = b.Binary(OpCode::kMultiply, b.Binary(OpCode::kSubtract, px, cb), cb);
+  v = b.Binary(OpCode::kAdd, v, b.BroadcastInDim(pw, dims, {2}));
   int out1 = b.Binary(OpCode::kAdd, v, b.Transpose(prt, {2, 1, 0}));
   b.Result(out1);
   b.Result(b.Binary(OpCode::kMultiply, out1, out1));
   // z is written transposed: element (a, ch, h) at h * C * A + ch * A + a.
-  ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, dt, dims), Bind(c, dt, {C}), Bind(rt, dt, {HW, C, A})),
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, dt, dims), Bind(c, dt, {C}), Bind(rt, dt, {HW, C, A}), Bind(w, dt, {HW})),
                          Bindings(Bind(y, dt, dims), Bind(z, dt, dims, {1, A, C * A})))
                   .ok());
   for (int64_t a = 0; a < A; ++a)
     for (int64_t ch = 0; ch < C; ++ch)
       for (int64_t h = 0; h < HW; ++h) {
         int64_t i = (a * C + ch) * HW + h, t = (h * C + ch) * A + a;
-        V e = static_cast<V>(static_cast<V>(static_cast<V>(x[i] - c[ch]) * c[ch]) + rt[t]);
+        V e = static_cast<V>(static_cast<V>(static_cast<V>(x[i] - c[ch]) * c[ch]) + w[h]);
+        e = static_cast<V>(e + rt[t]);
         ASSERT_EQ(y[i], e) << a << " " << ch << " " << h;
         ASSERT_EQ(z[t], static_cast<V>(e * e)) << a << " " << ch << " " << h;
       }
