@@ -132,7 +132,7 @@ std::string StepName(const HostExecutable& e, const Step& st, const std::vector<
       n += " " + DimsToString(v.dims) + "/" + DimsToString(v.strides);
     }
   } else if (op.code == OpCode::kReduce || op.code == OpCode::kConcatenate || op.code == OpCode::kGather ||
-             op.code == OpCode::kScatter) {
+             op.code == OpCode::kScatter || op.code == OpCode::kConvolution || op.code == OpCode::kReduceWindow) {
     // The first operand's shape and strides, and the result's shape: which of them is slow.
     const View& v = views[op.operands[0]];
     n += " " + DimsToString(v.dims) + "/" + DimsToString(v.strides) + " -> " + DimsToString(op.type.dims);
