@@ -2,6 +2,7 @@
 // coordinate, window position), the operand coordinate it reads, or -1 for padding and the holes
 // of base dilation, which read the init value as StableHLO specifies. Each output element then
 // folds its window in order; outputs are split over the thread pool.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -40,6 +41,61 @@ Tables MakeTables(const WindowSpec& w, const Dims& in_dims, const Dims& out_dims
       }
   }
   return t;
+}
+
+// FoldWindows for pooling over the last two dims with every other dim read one to one (window 1,
+// no padding or stride): planes and rows are walked directly, each output's window in the same
+// row-major order, so the fold is the same.
+template <int N, typename Folder>
+void FoldPlanes(const Tables& t, const Dims (&strides)[N], int64_t begin, int64_t end, Folder& f) {
+  const int rank = t.rank, H = rank - 2, W = rank - 1;
+  const int64_t kh = t.window[H], kw = t.window[W], OH = t.out_dims[H], OW = t.out_dims[W], per = OH * OW;
+  if (per == 0) return;
+  const int64_t* C0 = t.coord[H].data();
+  const int64_t* C1 = t.coord[W].data();
+  int64_t sh[N], sw[N];
+  for (int j = 0; j < N; ++j) sh[j] = strides[j][H], sw[j] = strides[j][W];
+  for (int64_t idx = begin; idx < end;) {
+    const int64_t plane = idx / per, rem = idx - plane * per;
+    int64_t poff[N] = {};
+    int64_t pr = plane;
+    for (int d = rank - 3; d >= 0; --d) {
+      const int64_t c = pr % t.out_dims[d];
+      pr /= t.out_dims[d];
+      for (int j = 0; j < N; ++j) poff[j] += c * strides[j][d];
+    }
+    const int64_t stop = std::min(end, idx - rem + per);
+    int64_t oh = rem / OW, ow = rem - oh * OW;
+    for (; idx < stop; ++idx) {
+      const int64_t* c0 = C0 + oh * kh;
+      const int64_t* c1 = C1 + ow * kw;
+      f.Start();
+      for (int64_t a = 0; a < kh; ++a) {
+        const int64_t r = c0[a];
+        int64_t roff[N];
+        for (int j = 0; j < N; ++j) roff[j] = poff[j] + r * sh[j];
+        for (int64_t b = 0; b < kw; ++b) {
+          const int64_t c = c1[b];
+          int64_t off[N];
+          for (int j = 0; j < N; ++j) off[j] = roff[j] + c * sw[j];
+          f.Add(off, r >= 0 && c >= 0);
+        }
+      }
+      f.Finish(idx);
+      if (++ow == OW) ow = 0, ++oh;
+    }
+  }
+}
+
+// Whether FoldPlanes applies: rank >= 2 and every dim before the last two read one to one.
+bool Planar(const Tables& t) {
+  if (t.rank < 2) return false;
+  for (int d = 0; d + 2 < t.rank; ++d) {
+    if (t.window[d] != 1) return false;
+    for (int64_t o = 0; o < t.out_dims[d]; ++o)
+      if (t.coord[d][o] != o) return false;
+  }
+  return true;
 }
 
 // Walks the windows of outputs [begin, end): per output f.Start(), then f.Add(offsets, valid)
@@ -199,6 +255,7 @@ Status RunReduceWindow(const Op& op, const View& in, const View& init, const Vie
   View init_acc{init_bytes, acc, {}, {}};
   TPU_RETURN_IF_ERROR(CopyView(init, init_acc));
   Tables t = MakeTables(w, in.dims, out.dims);
+  const bool planar = Planar(t);
   const Dims strides[1] = {x.strides};
   void* dst = direct ? out.data : out_storage.data();
   auto run = [&](auto zero, auto k) {
@@ -208,7 +265,8 @@ Status RunReduceWindow(const Op& op, const View& in, const View& init, const Vie
     std::memcpy(&init_v, init_bytes, sizeof(T));
     ThreadPool::Get().ParallelFor(n, Grain(t), [&](int64_t b, int64_t e) {
       ReduceFolder<K, T> f{static_cast<const T*>(x.data), init_v, static_cast<T*>(dst), init_v};
-      FoldWindows(t, strides, b, e, f);
+      if (planar) FoldPlanes(t, strides, b, e, f);
+      else FoldWindows(t, strides, b, e, f);
     });
   };
   auto by_kind = [&](auto zero) {
@@ -257,13 +315,15 @@ Status RunArgReduceWindow(const Op& op, const View& in, const View& index, const
   std::vector<char> in_storage;
   View x = As(in, AccType(in.dtype), in_storage);
   Tables t = MakeTables(w, in.dims, out.dims);
+  const bool planar = Planar(t);
   const Dims strides[2] = {x.strides, index.strides};
   auto run = [&](auto zero) {
     using T = decltype(zero);
     ThreadPool::Get().ParallelFor(n, Grain(t), [&](int64_t b, int64_t e) {
       ArgFolder<T> f{static_cast<const T*>(x.data), static_cast<const int64_t*>(index.data),
                      static_cast<int64_t*>(out.data), T{}, 0};
-      FoldWindows(t, strides, b, e, f);
+      if (planar) FoldPlanes(t, strides, b, e, f);
+      else FoldWindows(t, strides, b, e, f);
     });
   };
   if (x.dtype == DType::kF64)

@@ -80,6 +80,34 @@ INSTANTIATE_TEST_SUITE_P(Cases, PoolTest,
                                            PoolCase{3, 1, 1, 2}, PoolCase{1, 3, 0, 1},
                                            PoolCase{3, 3, 1, 1}));
 
+// Many planes: the outputs are split over threads at points inside a plane (FoldPlanes starts
+// mid-plane and crosses planes within a range), for the max and for the arg of the max.
+TEST(ReduceWindowTest, ThreadedPlanesMatchLoops) {
+  const int64_t N = 40, H = 30, W = 29;
+  std::vector<float> x(N * H * W);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = SmallValue(i, 7);
+  int64_t oh, ow;
+  auto want = RefPool(x, N, H, W, 3, 2, 1, 1, true, -INFINITY, &oh, &ow);
+  std::vector<int64_t> flat(H * W);
+  for (int64_t i = 0; i < H * W; ++i) flat[i] = i;
+  Builder b;
+  int xp = b.Param(T(F, {N, H, W}));
+  int ip = b.Param(T(I64, {H, W}));
+  b.Result(b.ReduceWindow(xp, b.Constant(-INFINITY, F), Pool2d(3, 2, 1, 1), ReduceKind::kMax));
+  b.Result(b.ArgReduceWindow(xp, b.BroadcastInDim(ip, {N, H, W}, {1, 2}), Pool2d(3, 2, 1, 1)));
+  std::vector<float> out(N * oh * ow);
+  std::vector<int64_t> arg(N * oh * ow);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, {N, H, W}), Bind(flat, I64, {H, W})),
+                         Bindings(Bind(out, F, {N, oh, ow}), Bind(arg, I64, {N, oh, ow})))
+                  .ok());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < oh * ow; ++i) {
+      const int64_t o = n * oh * ow + i;
+      ASSERT_EQ(out[o], static_cast<float>(want[o])) << o;
+      ASSERT_EQ(x[n * H * W + arg[o]], out[o]) << o;  // the index of an element holding the max
+    }
+}
+
 // Base dilation: a reduce_window over the stride-dilated, padded gradient is the adjoint of a
 // strided sum pool (avg-pool backward): every input element receives the outputs whose windows
 // cover it.
