@@ -4,6 +4,7 @@ unrelated thread, never lost, and work that depends on a failed value does not r
 training step with a bad label leaves the weights as they were (as on CPU, where the op raises)."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import os
@@ -324,7 +325,7 @@ def test_assert_async_checks_on_the_device(mode, no_fallback, value, msg, error)
     which read the value). A zero raises CPU's message at the next sync point, naming the op and
     the user's line (debug mode: at the op); a nonzero passes; the device stays usable."""
     args = (value,) if msg is None else (value, msg)
-    with pytest.raises(RuntimeError, match=error) if error else _no_error():
+    with pytest.raises(RuntimeError, match=error) if error else contextlib.nullcontext():
         torch._assert_async(*args)  # the CPU agrees
     t = value.to("tpu")
     targs = (t,) if msg is None else (t, msg)
@@ -345,14 +346,6 @@ def test_assert_async_checks_on_the_device(mode, no_fallback, value, msg, error)
     device_still_works()
 
 
-class _no_error:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
 @pytest.mark.parametrize("bad", [torch.tensor([1, 1]), torch.tensor([])])
 def test_assert_async_of_not_one_element_raises_at_the_call(mode, bad):
     with pytest.raises(RuntimeError, match="Boolean value of Tensor with"):
@@ -361,8 +354,8 @@ def test_assert_async_of_not_one_element_raises_at_the_call(mode, bad):
 
 def test_assert_async_inside_a_fused_window_runs_with_it():
     """In fused mode the check's result is read by nobody, yet the window keeps it as a result
-    (Window::KeepUntilCut): the check runs when the window does. No cut for the assert itself.
-    (Which of the window's other values a failed check leaves uncomputed is the backend's: the
+    (Lowering::ForEffect, Window::KeepUntilCut): the check runs when the window does. No cut for
+    the assert itself. (Which of the window's other values a failed check leaves uncomputed is the backend's: the
     host skips only what depends on the check, PJRT fails the whole program.)"""
     with torch_tpu.eager_mode("fused"):
         torch.tpu.synchronize()

@@ -517,22 +517,16 @@ Status RunReduce(const Op& op, const View& in, const View& init, const View& out
         pin.strides.push_back(in.strides[d]);
         pred.push_back(reduced[d]);
       }
-      // The buffer holds the outputs in pin's kept order; viewed in out's order for the copy.
+      // The buffer holds the outputs contiguous in pin's kept order; viewed in out's order (the
+      // kept dims of `in`, in order) for the copy.
       std::vector<char> buffer(outputs * DTypeSize(rt));
-      Dims kept_dims;  // out's dims, in pin's order
-      for (int64_t d : order)
-        if (!reduced[d]) kept_dims.push_back(in.dims[d]);
-      const Dims pstrides = ContiguousStrides(kept_dims);
-      Dims ostrides;  // the buffer's strides for out's dims (kept dims of `in`, in order)
-      for (int d = 0; d < rank; ++d) {
-        if (reduced[d]) continue;
-        int at = 0;
-        for (int64_t e : order) {
-          if (e == d) break;
-          at += !reduced[e];
-        }
-        ostrides.push_back(pstrides[at]);
-      }
+      Dims stride_of(rank, 0);
+      int64_t step = 1;
+      for (auto it = order.rbegin(); it != order.rend(); ++it)
+        if (!reduced[*it]) stride_of[*it] = step, step *= in.dims[*it];
+      Dims ostrides;
+      for (int d = 0; d < rank; ++d)
+        if (!reduced[d]) ostrides.push_back(stride_of[d]);
       Axes pkept = KeptAxes(pin, pred), pred_axes = ReducedAxes(pin, pred);
       DispatchStorage(in.dtype, [&](auto m) {
         DispatchInput<decltype(m)>(kind, pin, pkept, pred_axes, false, init_bytes, buffer.data());

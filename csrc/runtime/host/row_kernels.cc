@@ -140,8 +140,10 @@ void Flush(const RowSet& v, int64_t r, const float* vals) {
 float Scalar(const RowSet& v, int64_t r) { return LoadOne(v.dtype, v.Row(r)); }
 void SetScalar(const RowSet& v, int64_t r, float f) { StoreOne(v.dtype, f, v.Row(r)); }
 
-// The reduce kernel's float sum (Note [Float sums]) from init 0, rounded to float.
-float Sum(const float* x, int64_t n) { return static_cast<float>(0.0 + SumF32Lanes(x, n)); }
+// A Note [Float sums] total as the reduce kernel returns it: from init 0, rounded to float.
+float Rounded(double total) { return static_cast<float>(0.0 + total); }
+// The reduce kernel's float sum of n contiguous floats.
+float Sum(const float* x, int64_t n) { return Rounded(SumF32Lanes(x, n)); }
 
 float Log(float z) {
   float r;
@@ -202,13 +204,13 @@ Status SoftmaxRows(const View& x, int dim, bool log, const View& y) {
       for (int64_t k = 0; k < cnt; ++k) {
         const float* xr = Read(X, g0 + k, xbuf);
         // Alone, a row's exponentials go where its result goes (divided there in place).
-        float* e = G == 1 && !log ? Target(Y, g0, sbuf) : ebuf + k * n;
+        float* e = G == 1 && !log ? Target(Y, g0 + k, sbuf) : ebuf + k * n;
         ShiftExp(xr, n, log ? Target(Y, g0 + k, sbuf + k * n) : e, e);
         erows[k] = e;
       }
       SumF32RowGroup(erows, cnt, n, sums);
       for (int64_t k = 0; k < cnt; ++k) {
-        const float total = static_cast<float>(0.0 + sums[k]);  // as Sum()
+        const float total = Rounded(sums[k]);
         if (!log) {
           float* yr = Target(Y, g0 + k, sbuf);
           ScalarF32Simd(OpCode::kDivide, erows[k], total, yr, n);
@@ -336,7 +338,7 @@ Status LayerNormRows(const View& x, int axis, const View* weight, const View* bi
       SumF32RowGroup(rows, cnt, n, sums);
       float mu[kSumRowGroup];
       for (int64_t k = 0; k < cnt; ++k) {
-        mu[k] = static_cast<float>(0.0 + sums[k]) / fn;
+        mu[k] = Rounded(sums[k]) / fn;
         float* yr = yrows[k] = Target(Y, g0 + k, ybuf + k * n);
         ScalarF32Simd(OpCode::kSubtract, rows[k], mu[k], yr, n);
         BinaryF32Simd(OpCode::kMultiply, yr, yr, sq + k * n, n);
@@ -345,7 +347,7 @@ Status LayerNormRows(const View& x, int axis, const View* weight, const View* bi
       SumF32RowGroup(rows, cnt, n, sums);
       for (int64_t k = 0; k < cnt; ++k) {
         float* yr = yrows[k];
-        float rs = 1.0f / std::sqrt(static_cast<float>(0.0 + sums[k]) / fn + feps);
+        float rs = 1.0f / std::sqrt(Rounded(sums[k]) / fn + feps);
         ScalarF32Simd(OpCode::kMultiply, yr, rs, yr, n);
         if (w) BinaryF32Simd(OpCode::kMultiply, yr, w, yr, n);
         if (b) BinaryF32Simd(OpCode::kAdd, yr, b, yr, n);

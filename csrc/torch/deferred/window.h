@@ -80,7 +80,7 @@ class Window {
   void CutIfPending(const Buffer* buffer, CutReason reason);
   // Keeps `buffer` alive until the next cut, so that its pending value is a result of the window
   // even when nothing else holds it: an op run for its effect, whose output nobody reads
-  // (torch._assert_async's check, Note [Check op]).
+  // (Lowering::ForEffect: torch._assert_async's check, Note [Check op]).
   void KeepUntilCut(Buffer* buffer);
   // Whether the window reads or writes `buffer`.
   bool Uses(const Buffer* buffer);

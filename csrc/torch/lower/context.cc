@@ -223,7 +223,12 @@ void Lowering::RunInWindow(const Graph& graph) {
   Window& window = WindowFor(device);
   window.Record(graph, params_.data(), params_.size(), results.data(), results.size(), op_, std::move(location_));
   EagerMode mode = GetEagerMode();
-  if (mode == EagerMode::kFused) return;
+  if (mode == EagerMode::kFused) {
+    if (for_effect_)
+      for (const Binding& r : results)
+        if (Buffer* b = r.buffer()) window.KeepUntilCut(b);
+    return;
+  }
   uint64_t seq = window.Cut(CutReason::kEachOp);
   if (mode == EagerMode::kDebug) {
     Queue& q = DeviceFor(device_ < 0 ? CurrentDeviceIndex() : device_).queue();

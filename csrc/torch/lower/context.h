@@ -56,6 +56,10 @@ class Lowering {
   bool IsHostScalar(int v) const;
   // b().Check(x, ok, kind), with the user's line captured for its error (Note [Check op]).
   int Checked(int x, int ok, CheckKind kind, const std::string& message = {});
+  // The outputs are computed for the op's effect (a check) and nobody may read them: a fused
+  // window keeps them as its results until it is cut, where it would drop an unheld value
+  // (Window::KeepUntilCut).
+  void ForEffect() { for_effect_ = true; }
   void Run();
 
  private:
@@ -69,6 +73,7 @@ class Lowering {
   c10::SmallVector<std::pair<int, c10::MaybeOwned<at::Tensor>>, 2> outputs_;
   c10::SmallVector<RngDraw, 1> rng_;
   int device_ = -1;
+  bool for_effect_ = false;
   std::string location_;
 };
 

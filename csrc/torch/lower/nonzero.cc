@@ -11,7 +11,7 @@
 // _assert_async(t[, msg]) asks the opposite of the host: that the one element be nonzero, without
 // a sync. It is a check op (Note [Check op]) of kind kAssert carrying the message; its result goes
 // to a one-element scratch tensor nobody reads, which a fused window keeps as a result until its
-// cut (Window::KeepUntilCut), so the check runs there too. A failure raises at the next sync
+// cut (Lowering::ForEffect), so the check runs there too. A failure raises at the next sync
 // point, naming the op and the user's line, as every data-dependent error does.
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
@@ -19,10 +19,8 @@
 #include <torch/library.h>
 
 #include "torch/deferred/capture.h"
-#include "torch/deferred/window.h"
 #include "torch/lower/complex_util.h"
 #include "torch/lower/index_util.h"
-#include "torch/tensor_utils.h"
 
 namespace tpu::torch_bridge {
 namespace {
@@ -143,7 +141,7 @@ at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at
 
 // ---- _assert_async ----------------------------------------------------------------------------
 void AssertAsync(const at::Tensor& self, const std::string& message) {
-  // ATen's checks, at the call: one element, and a tensor on the device.
+  // ATen's checks, at the call: exactly one element.
   TORCH_CHECK(self.numel() != 0, "Boolean value of Tensor with no values is ambiguous");
   TORCH_CHECK(self.numel() == 1, "Boolean value of Tensor with more than one value is ambiguous");
   if (ActiveCapture()) CaptureBreak("_assert_async checks a value inside the graph without a result");
@@ -162,10 +160,9 @@ void AssertAsync(const at::Tensor& self, const std::string& message) {
       ok = b.TypeOf(x).dtype == DType::kBool ? x : b.Compare(CompareDirection::kNE, x, b.ScalarLike(0, x));
     }
     l.Output(l.Checked(ok, ok, CheckKind::kAssert, message), flag);
+    l.ForEffect();
     l.Run();
   }
-  if (RecordsIntoWindow())
-    if (Buffer* buf = BufferOf(flag)) WindowFor(flag.device().index()).KeepUntilCut(buf);
 }
 void assert_async(const at::Tensor& self) { AssertAsync(self, "Expected Tensor with single nonzero value, but got zero"); }
 void assert_async_msg(const at::Tensor& self, c10::string_view msg) {
