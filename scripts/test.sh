@@ -89,7 +89,7 @@ PJRT_PYTEST_FILES=(
   test_indexing.py test_index_ops.py test_sort.py test_foreach.py test_training.py test_fused_optim.py
   opinfo/test_opinfo.py
   test_hf.py test_hf_trainer.py test_llama.py test_resnet.py test_dlrm.py test_ddpm.py test_data.py
-  test_fused.py test_check_op.py test_error_delivery.py
+  test_fused.py test_check_op.py test_error_delivery.py test_compile_bounded.py
 )
 PJRT_PYTEST_DESELECT=(
   "tests/python/test_resnet.py::test_steps_from_the_same_state_match_cpu[strict-resnet50-float64]"

@@ -292,6 +292,19 @@ def dynamo_recompile_reason():
         return None
 
 
+def aot_forward_returns():
+    """For an AOTAutograd forward graph being compiled: how many of its outputs the user's code
+    gets (outputs and mutated inputs); the rest are saved for the backward. None if unknown."""
+    try:
+        from torch._guards import TracingContext
+
+        ctx = TracingContext.try_get()
+        meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
+        return int(meta.num_forward_returns) if meta is not None else None
+    except Exception:  # pragma: no cover - depends on the torch version
+        return None
+
+
 def dynamo_graph_name() -> str:
     """'dynamo graph <compile id> of <function> (<file>:<line>)' for the graph being compiled."""
     try:

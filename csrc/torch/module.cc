@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/autograd/python_variable.h>
 
 #include <cctype>
 #include <string>
@@ -215,6 +216,10 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release release;
     CutAllWindows(r);
   }, py::arg("reason") = "synchronize");
+  m.def("_copy_runs", [](py::handle src, py::handle dst) {
+    TORCH_CHECK(THPVariable_Check(src.ptr()) && THPVariable_Check(dst.ptr()), "_copy_runs: expected two tensors");
+    return CopyRuns(THPVariable_Unpack(src.ptr()), THPVariable_Unpack(dst.ptr()));
+  });
   m.def("compile_cache_size", [] { return CompileCache::Get().size(); });
   m.def("_cache_entries", [] {
     py::list out;

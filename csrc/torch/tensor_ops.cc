@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "base/metrics.h"
+#include "torch/deferred/capture.h"
 #include "torch/lower/complex_util.h"
 #include "torch/lower/context.h"
 #include "torch/pinned.h"
@@ -237,6 +238,61 @@ void record_stream(at::Tensor& self, c10::Stream stream) {
 }
 
 }  // namespace
+
+// Note [Run copies]: dst <- src as device-to-device copies of the contiguous runs the two
+// layouts share, queued in order with the device's other work, with no program. A copy whose
+// shape differs on every call -- the edges of a graph that runs padded at its bound (Note
+// [Bounded dims], torch_tpu/compile/_bounded.py) -- then compiles nothing. It applies on the host
+// backend (PJRT's partial buffer copies stage through the host, so there a program is faster),
+// outside a capture, when no open fused window uses either buffer, and for at most kMaxRuns
+// runs; otherwise it returns false having copied nothing, and the caller copies with copy_.
+bool CopyRuns(const at::Tensor& src, const at::Tensor& dst) {
+  constexpr int64_t kMaxRuns = 4096;
+  if (src.device() != dst.device() || src.device().type() != c10::DeviceType::PrivateUse1) return false;
+  if (src.scalar_type() != dst.scalar_type() || !src.sizes().equals(dst.sizes())) return false;
+  if (src.is_neg() || src.is_conj() || dst.is_neg() || dst.is_conj()) return false;
+  if (GetBackend().name() != "host" || ActiveCapture() != nullptr) return false;
+  if (dst.numel() == 0) return true;
+  Buffer* sb = BufferOf(src);
+  Buffer* db = BufferOf(dst);
+  if (sb == nullptr || db == nullptr || sb == db || DeferredUses(sb) || DeferredUses(db)) return false;
+  // The dims that matter (size > 1), outer first, and the longest contiguous inner run.
+  std::vector<int64_t> sizes, ss, ds;
+  for (int64_t d = 0; d < src.dim(); ++d) {
+    if (src.size(d) == 1) continue;
+    sizes.push_back(src.size(d));
+    ss.push_back(src.stride(d));
+    ds.push_back(dst.stride(d));
+  }
+  int64_t run = 1;
+  while (!sizes.empty() && ss.back() == run && ds.back() == run) {
+    run *= sizes.back();
+    sizes.pop_back();
+    ss.pop_back();
+    ds.pop_back();
+  }
+  const int64_t runs = dst.numel() / run;
+  if (runs > kMaxRuns) return false;
+  const int64_t item = static_cast<int64_t>(src.element_size());
+  const int64_t s0 = BindingOf(src).byte_offset(), d0 = BindingOf(dst).byte_offset();
+  MaterializeOrThrow(sb);
+  MaterializeOrThrow(db);
+  Queue& queue = DeviceOf(dst).queue();
+  std::vector<int64_t> index(sizes.size(), 0);
+  for (int64_t r = 0; r < runs; ++r) {
+    int64_t so = 0, dof = 0;
+    for (size_t k = 0; k < index.size(); ++k) {
+      so += index[k] * ss[k];
+      dof += index[k] * ds[k];
+    }
+    queue.Copy(sb, s0 + so * item, db, d0 + dof * item, run * item, ProfiledContext("copy (runs)"));
+    for (size_t k = index.size(); k-- > 0;) {
+      if (++index[k] < sizes[k]) break;
+      index[k] = 0;
+    }
+  }
+  return true;
+}
 
 // Note [Copies of lazy views]: x.conj() and x._neg_view() are views whose values are their bytes
 // conjugated / negated. ATen's copy_ hands every copy that involves a tpu tensor to _copy_from

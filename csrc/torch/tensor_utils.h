@@ -69,6 +69,10 @@ void PrepareDeviceSync(int device);
 // which storages its graph created.
 void NoteNewBuffer(const Buffer* buffer);
 
+// dst <- src (same sizes and dtype, one tpu device) as queue copies of contiguous runs, with no
+// program (Note [Run copies]); false, having copied nothing, where that does not apply.
+bool CopyRuns(const at::Tensor& src, const at::Tensor& dst);
+
 // The allocator PyTorch uses for tpu tensors.
 c10::Allocator* GetTpuAllocator();
 

@@ -4,6 +4,7 @@ csrc/torch/deferred/capture.h). Results are compared with the same function run 
 the host executor's fusion)."""
 from __future__ import annotations
 
+import gc
 import warnings
 
 import pytest
@@ -19,6 +20,9 @@ from conftest import to_cpu, to_tpu
 @pytest.fixture(autouse=True)
 def fresh_dynamo():
     torch._dynamo.reset()
+    # A training graph is held by the autograd.Function class AOTAutograd makes for it, which
+    # lives in a reference cycle (as classes do): only the collector frees an earlier test's.
+    gc.collect()
     torch_tpu.compile.reset_stats()
     torch_tpu.metrics.reset()
     yield

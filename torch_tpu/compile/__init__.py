@@ -11,6 +11,10 @@ and replayed on later calls: one launch, no re-tracing, no per-op work. Code out
         for _ in range(20):
             step()
     torch_tpu.compile.recompiles()            # every recompile, with its reason
+
+Bounded dynamic sizes: ``torch._dynamo.mark_dynamic(t, dim, min=, max=)`` makes each graph one
+program for the whole range, run padded at the bound with the real sizes as data (Note [Bounded
+dims] in _bounded.py); ``unpadded()`` lists the graphs that could not, and why.
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from . import _state
 from ._backend import tpu_backend
 from ._state import CacheOnlyError, Recompile
 
-__all__ = ["tpu_backend", "cache_only", "recompiles", "stats", "fallbacks", "graphs", "reset_stats",
+__all__ = ["tpu_backend", "cache_only", "recompiles", "stats", "fallbacks", "unpadded", "graphs", "reset_stats",
            "CacheOnlyError", "Recompile"]
 
 
@@ -69,6 +73,12 @@ def stats() -> Dict[str, int]:
 def fallbacks() -> Dict[str, str]:
     """Graphs that run as eager ops, and why."""
     return _state.fallbacks()
+
+
+def unpadded() -> Dict[str, str]:
+    """Graphs with bounded dynamic sizes (mark_dynamic(t, dim, min=, max=)) that cannot run padded
+    at their bound and so compile once per size, and why (Note [Bounded dims])."""
+    return _state.unpadded()
 
 
 def graphs() -> list:

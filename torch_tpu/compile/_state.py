@@ -23,8 +23,10 @@ class Recompile:
 
 
 _recompiles: List[Recompile] = []
-_counts: Dict[str, int] = {"dynamo_graphs": 0, "captures": 0, "recompiles": 0, "fallbacks": 0}
+_counts: Dict[str, int] = {"dynamo_graphs": 0, "captures": 0, "recompiles": 0, "fallbacks": 0,
+                           "padded_graphs": 0, "unpadded_bounded_graphs": 0}
 _fallbacks: Dict[str, str] = {}
+_unpadded: Dict[str, str] = {}
 
 
 class CacheOnlyError(RuntimeError):
@@ -89,6 +91,23 @@ def note_fallback(graph, why: str) -> None:
         _fallbacks[graph.name] = why
 
 
+def note_padded(graph) -> None:
+    with _lock:
+        _counts["padded_graphs"] += 1
+
+
+def note_unpadded(graph, why: str) -> None:
+    """A graph with bounded sizes that compiles per size instead (Note [Bounded dims])."""
+    with _lock:
+        _counts["unpadded_bounded_graphs"] += 1
+        _unpadded[graph.name] = why
+
+
+def unpadded() -> Dict[str, str]:
+    with _lock:
+        return dict(_unpadded)
+
+
 def recompiles() -> List[Recompile]:
     with _lock:
         return list(_recompiles)
@@ -113,5 +132,6 @@ def reset() -> None:
     with _lock:
         _recompiles.clear()
         _fallbacks.clear()
+        _unpadded.clear()
         for k in _counts:
             _counts[k] = 0
