@@ -6,10 +6,13 @@ Each case is one op (or a fixed chain, or forward + backward) at a size taken fr
 models (examples/*.py at their default sizes: char_gpt, llama, resnet, dlrm, ddpm) or a large size
 (>= 8 MiB of input). Device time: a loop of the op ending in torch.tpu.synchronize() (the queue runs
 asynchronously), divided by the loop's length; nothing is subtracted, so the eager per-op cost
-(lowering, cache lookup, queueing) is included, as it is in PyTorch's own time. CPU and tpu
-repetitions alternate so that a load from other processes hits both alike; the table shows medians.
-PyTorch and the host executor run with the same thread count (torch.set_num_threads and
-TORCH_TPU_NUM_THREADS).
+(lowering, cache lookup, queueing) is included, as it is in PyTorch's own time. Each side runs in
+its own process, pinned to the same --threads CPUs, and the two take turns loop by loop (so a load
+from other processes hits both alike; the table shows medians), with a pause of --settle-ms between
+turns: a thread pool that just finished a loop keeps spinning for a while (PyTorch's OpenMP threads
+for milliseconds), and in one process, or without the pause, that spinning would take CPU time from
+the other side's next loop. PyTorch and the host executor run with the same thread count
+(torch.set_num_threads and TORCH_TPU_NUM_THREADS).
 
 bandwidth: the machine's copy bandwidth, measured as a 256 MiB torch.Tensor.copy_ on the CPU
 ((bytes read + bytes written) / time). For memory-bound cases `bw%` is the device's achieved
@@ -265,18 +268,60 @@ def fmt_t(s: float) -> str:
     return f"{s * 1e6:8.1f}us"
 
 
+def pin(threads: int) -> None:
+    cpus = sorted(os.sched_getaffinity(0))
+    if threads > len(cpus):
+        sys.exit(f"--threads {threads}: only {len(cpus)} CPUs are available to this process")
+    os.sched_setaffinity(0, cpus[:threads])
+
+
+def worker(device: str, threads: int, conn) -> None:
+    """One side (cpu or tpu) in its own process: builds a case on request, then runs timed loops
+    of it, one per request."""
+    pin(threads)
+    torch.set_num_threads(threads)
+    torch_tpu._C._set_num_threads(threads)
+    all_cases = cases()
+    fn = None
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return
+        kind, arg = msg
+        if kind == "case":
+            fn = None
+            before = dict(torch_tpu.metrics.fallback_ops())
+            fn = all_cases[arg].build(device)
+            for _ in range(2):  # warm-up: compiles, caches, first-touch
+                fn()
+            _sync(device)
+            t = time_loop(fn, device, 2)
+            after = torch_tpu.metrics.fallback_ops()
+            conn.send((t, sorted(k for k, v in after.items() if v != before.get(k, 0))))
+        else:  # "loop"
+            conn.send(time_loop(fn, device, arg))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--quick", action="store_true", help="3 repetitions per side instead of 11")
     p.add_argument("--reps", type=int, default=None)
     p.add_argument("--target-ms", type=float, default=30.0, help="length of one timed loop")
+    p.add_argument("--settle-ms", type=float, default=20.0, help="pause between one side's loop and the other's")
     p.add_argument("--only", default=None, help="comma-separated families (substring match)")
     args = p.parse_args()
     reps = args.reps or (3 if args.quick else 11)
     torch.set_num_threads(args.threads)
-    torch_tpu._C._set_num_threads(args.threads)
-    bw = copy_bandwidth(9)
+    bw = copy_bandwidth(9)  # before the workers start
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    conns, procs = {}, {}
+    for d in ("cpu", "tpu"):
+        conns[d], child = ctx.Pipe()
+        procs[d] = ctx.Process(target=worker, args=(d, args.threads, child), daemon=True)
+        procs[d].start()
     print(f"torch {torch.__version__}, {args.threads} thread(s) for PyTorch CPU and for the host executor "
           f"(torch {torch.get_num_threads()}, tpu {torch_tpu._C._get_num_threads()}); median of {reps} loops of "
           f"~{args.target_ms:.0f} ms per side")
@@ -287,34 +332,37 @@ def main() -> None:
     print("-" * len(hdr))
     only = args.only.split(",") if args.only else None
     worst: dict[str, float] = {}
-    for c in cases():
+    settle = args.settle_ms * 1e-3
+
+    def ask(d, msg):
+        conns[d].send(msg)
+        answer = conns[d].recv()
+        time.sleep(settle)
+        return answer
+
+    for index, c in enumerate(cases()):
         if only and not any(o in c.family for o in only):
             continue
-        fns = {d: c.build(d) for d in ("cpu", "tpu")}
-        before = dict(torch_tpu.metrics.fallback_ops())
-        for d in ("cpu", "tpu"):  # warm-up: compiles, caches, first-touch
-            fns[d]()
-            fns[d]()
-            _sync(d)
-        iters = {}
+        iters, fb = {}, []
         for d in ("cpu", "tpu"):
-            t = time_loop(fns[d], d, 2)
+            t, fallbacks = ask(d, ("case", index))
             iters[d] = max(1, min(2000, int(args.target_ms * 1e-3 / max(t, 1e-7))))
+            fb += fallbacks
         it = min(iters.values())  # same loop length on both sides
         samples = {"cpu": [], "tpu": []}
         for _ in range(reps):
             for d in ("cpu", "tpu"):
-                samples[d].append(time_loop(fns[d], d, it))
+                samples[d].append(ask(d, ("loop", it)))
         tc, tt = statistics.median(samples["cpu"]), statistics.median(samples["tpu"])
         ratio = tc / tt
         ratio_min = min(samples["cpu"]) / min(samples["tpu"])  # less sensitive to outside load
         bwp = f"{100 * c.nbytes / tt / bw:4.0f}%" if c.nbytes else "    -"
-        after = torch_tpu.metrics.fallback_ops()
-        fb = sorted(k for k, v in after.items() if v != before.get(k, 0))
-        note = ("fallback: " + ",".join(fb)) if fb else ""
+        note = ("fallback: " + ",".join(sorted(set(fb)))) if fb else ""
         print(f"{c.family:<16} {c.name.strip():<36} {fmt_t(tc)} {fmt_t(tt)} {ratio:5.2f}x {ratio_min:5.2f}x {bwp}  {note}", flush=True)
         worst[c.family] = min(worst.get(c.family, 1e9), ratio)
-        del fns
+    for d in ("cpu", "tpu"):
+        conns[d].send(None)
+        procs[d].join()
     print("\nratio = CPU time / tpu time of the medians (above 1: the device is faster); min-r: the same of the"
           " fastest loops; bw% = achieved traffic (median) / copy bandwidth")
     print("worst ratio per family: " + ", ".join(f"{k} {v:.2f}x" for k, v in worst.items()))
