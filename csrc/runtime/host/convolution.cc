@@ -8,7 +8,8 @@
 //     convolution);
 //   - lhs dilation with unit window strides: backward-data (the input gradient, or a transposed
 //     convolution), with the kernel reversed back and its feature dims swapped (a small copy).
-// Anything else (float64, integers, other attribute mixes) runs the reference loops. Activations in
+// Small float32 problems run as one matrix product instead (Note [Small convolutions]). Anything
+// else (float64, integers, other attribute mixes) runs the reference loops. Activations in
 // a channels-last layout (NHWC, NWC, NDHWC views) are given to the primitive as they are, so they
 // run channels-last end to end with no reorder; other layouts (and the weights) use format "any"
 // (oneDNN's blocked layouts) fed by reorders from/to the strided views. Primitives are cached by
@@ -26,9 +27,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include <cblas.h>
+
 #include "base/hash.h"
+#include "base/thread_pool.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "runtime/host/conv_util.h"
+#include "runtime/host/dot_blas.h"
 #include "runtime/host/lru_cache.h"
 #include "runtime/host/onednn_threads.h"
 
@@ -447,6 +452,181 @@ Status Execute(const Problem& p) {
   return Status::Ok();
 }
 
+// Note [Small convolutions]: oneDNN's primitives cost ~150-250 us a call on the small problems
+// late ResNet stages and their gradients give (a 3x3 convolution of a 2x2 or 1x1 image, the weight
+// gradient of one, 16 images), whatever their arithmetic: reorders of weights and activations to
+// blocked layouts, and a threaded kernel sized for large images. A problem with at most kSmallWork
+// (output position, kernel position that meets the input) pairs per image and a patch matrix
+// P[(b, y), (k, f)] = lhs[b, f, coordinate(y, k)] (0 in padding or between dilated elements) of at
+// most kSmallPatch elements is computed as P x W, W[(k, f), o] = rhs[o, f, k], with OpenBLAS's
+// sgemm on blocks of P's rows (one per pool thread): the same sums as the definition, in float32
+// (as oneDNN's), in another order. Kernel positions that meet no input (8 of 9 for a 3x3 kernel
+// over a padded 1x1 image) are left out. The patches come from the same coordinate tables as the
+// reference loops (convolution_ref.cc), so strides, padding and both dilations are covered; feature
+// or batch groups are left to oneDNN.
+constexpr int64_t kSmallPatch = int64_t{1} << 20;
+constexpr int64_t kSmallWork = 16;  // output positions per image x kernel positions used
+
+std::vector<int64_t> Coordinates(const ConvolutionSpec& s, int d, int64_t in, int64_t out, int64_t k) {
+  std::vector<int64_t> t(out * k, -1);
+  for (int64_t y = 0; y < out; ++y)
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t pos = y * s.window_strides[d] + j * s.rhs_dilation[d] - s.padding_low[d];
+      int64_t ld = s.lhs_dilation[d];
+      if (pos >= 0 && pos % ld == 0 && pos / ld < in) t[y * k + j] = pos / ld;
+    }
+  return t;
+}
+
+Status SmallConvolution(const ConvolutionSpec& s, const View& L, const View& R, const View& Y) {
+  if (L.dtype != DType::kF32 || R.dtype != DType::kF32 || Y.dtype != DType::kF32 || s.feature_group_count != 1 ||
+      s.batch_group_count != 1)
+    return Unimplemented("not a small float32 convolution");
+  const int n = static_cast<int>(L.dims.size()) - 2;
+  const int64_t B = L.dims[0], I = L.dims[1], O = R.dims[0];
+  int64_t ysize = 1, ksize = 1;
+  for (int d = 0; d < n; ++d) {
+    ysize *= Y.dims[2 + d];
+    ksize *= R.dims[2 + d];
+  }
+  const int64_t rows = B * ysize;
+  if (rows * ksize * I > kSmallPatch || rows * ksize * I == 0 || R.dims[1] != I) return Unimplemented("not small");
+  std::vector<std::vector<int64_t>> tables;
+  for (int d = 0; d < n; ++d) tables.push_back(Coordinates(s, d, L.dims[2 + d], Y.dims[2 + d], R.dims[2 + d]));
+  // Kernel positions that meet the input somewhere (a 3x3 kernel over a 1x1 image with padding 1
+  // uses only its center): the others would only add zero columns.
+  std::vector<int64_t> taps;
+  for (int64_t ki = 0; ki < ksize; ++ki) {
+    bool used = true;
+    for (int64_t d = n - 1, r = ki; d >= 0 && used; --d) {
+      const int64_t kd = r % R.dims[2 + d], kn = R.dims[2 + d];
+      r /= kn;
+      bool any = false;
+      for (int64_t yd = 0; yd < Y.dims[2 + d] && !any; ++yd) any = tables[d][yd * kn + kd] >= 0;
+      used = any;
+    }
+    if (used) taps.push_back(ki);
+  }
+  const int64_t cols = static_cast<int64_t>(taps.size()) * I;
+  if (cols == 0) return Unimplemented("no kernel position meets the input");  // oneDNN writes the zeros
+  // Few output positions, each meeting few kernel positions: measured, oneDNN's fixed cost then
+  // dominates; with more of either its kernels win over building patches.
+  if (ysize * static_cast<int64_t>(taps.size()) > kSmallWork) return Unimplemented("not small");
+  std::vector<int64_t> tap_k(taps.size() * n);  // each tap's kernel index per dim
+  for (size_t t = 0; t < taps.size(); ++t)
+    for (int64_t d = n - 1, r = taps[t]; d >= 0; --d) {
+      tap_k[t * n + d] = r % R.dims[2 + d];
+      r /= R.dims[2 + d];
+    }
+  const float* x = static_cast<const float*>(L.data);
+  const float* w = static_cast<const float*>(R.data);
+  float* y = static_cast<float*>(Y.data);
+  // The input channels-last, so that each tap of a patch row is one contiguous run of I features
+  // (an NCHW input holds them a plane apart).
+  std::vector<int64_t> xstrides(L.strides.begin(), L.strides.end());
+  std::vector<float> staged;
+  if (L.strides[1] != 1 && I > 1) {
+    int64_t plane = 1;
+    for (int d = 0; d < n; ++d) plane *= L.dims[2 + d];
+    staged.resize(static_cast<size_t>(B * plane * I));
+    std::vector<int64_t> sc(n);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t f = 0; f < I; ++f) {
+        std::fill(sc.begin(), sc.end(), 0);
+        for (int64_t p = 0; p < plane; ++p) {
+          int64_t off = b * L.strides[0] + f * L.strides[1];
+          for (int d = 0; d < n; ++d) off += sc[d] * L.strides[2 + d];
+          staged[(b * plane + p) * I + f] = x[off];
+          for (int d = n - 1; d >= 0; --d) {
+            if (++sc[d] < L.dims[2 + d]) break;
+            sc[d] = 0;
+          }
+        }
+      }
+    x = staged.data();
+    xstrides[1] = 1;
+    int64_t st = I;
+    for (int d = n - 1; d >= 0; --d) {
+      xstrides[2 + d] = st;
+      st *= L.dims[2 + d];
+    }
+    xstrides[0] = st;
+  }
+  // W transposed, [o, (tap, f)], row-major: each output feature's weights read in order.
+  std::vector<float> wt(static_cast<size_t>(O * cols));
+  for (size_t t = 0; t < taps.size(); ++t) {
+    int64_t woff = 0;
+    for (int64_t d = n - 1, r = taps[t]; d >= 0; --d) {
+      woff += (r % R.dims[2 + d]) * R.strides[2 + d];
+      r /= R.dims[2 + d];
+    }
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t f = 0; f < I; ++f) wt[o * cols + static_cast<int64_t>(t) * I + f] = w[woff + f * R.strides[1] + o * R.strides[0]];
+  }
+  SingleThreadedBlas();
+  ThreadPool& pool = ThreadPool::Get();
+  // Threads only for products big enough to pay for waking them (~50 us of work each).
+  const int64_t parts = rows * cols * O >= (int64_t{1} << 23) ? std::min<int64_t>(pool.num_threads(), rows) : 1;
+  auto body = [&](int64_t p0, int64_t p1) {
+    std::vector<float> patch, prod;
+    std::vector<int64_t> yc(n), yoffs;
+    for (int64_t part = p0; part < p1; ++part) {
+      const int64_t lo = part * rows / parts, hi = (part + 1) * rows / parts, m = hi - lo;
+      if (m == 0) continue;
+      patch.assign(static_cast<size_t>(m * cols), 0.0f);
+      for (int64_t row = lo; row < hi; ++row) {
+        const int64_t b = row / ysize;
+        for (int64_t d = n - 1, r = row % ysize; d >= 0; --d) {
+          yc[d] = r % Y.dims[2 + d];
+          r /= Y.dims[2 + d];
+        }
+        float* prow = patch.data() + (row - lo) * cols;
+        for (size_t t = 0; t < taps.size(); ++t) {
+          int64_t xoff = b * xstrides[0];
+          bool valid = true;
+          for (int d = 0; d < n && valid; ++d) {
+            const int64_t c = tables[d][yc[d] * R.dims[2 + d] + tap_k[t * n + d]];
+            valid = c >= 0;
+            xoff += c * xstrides[2 + d];
+          }
+          if (!valid) continue;
+          float* dst = prow + static_cast<int64_t>(t) * I;
+          if (xstrides[1] == 1 && I >= 16) std::memcpy(dst, x + xoff, static_cast<size_t>(I) * sizeof(float));
+          else for (int64_t f = 0; f < I; ++f) dst[f] = x[xoff + f * xstrides[1]];
+        }
+      }
+      prod.resize(static_cast<size_t>(m * O));
+      yoffs.resize(static_cast<size_t>(m));
+      for (int64_t row = lo; row < hi; ++row) {
+        int64_t yoff = row / ysize * Y.strides[0];
+        for (int64_t d = n - 1, r = row % ysize; d >= 0; --d) {
+          yoff += (r % Y.dims[2 + d]) * Y.strides[2 + d];
+          r /= Y.dims[2 + d];
+        }
+        yoffs[row - lo] = yoff;
+      }
+      if (Y.strides[1] == 1) {  // channels-last output: rows of O features
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(O),
+                    static_cast<int>(cols), 1.0f, patch.data(), static_cast<int>(cols), wt.data(),
+                    static_cast<int>(cols), 0.0f, prod.data(), static_cast<int>(O));
+        for (int64_t r = 0; r < m; ++r) std::memcpy(y + yoffs[r], prod.data() + r * O, static_cast<size_t>(O) * sizeof(float));
+      } else {  // one plane per output feature: the product transposed, [o, row], written plane by plane
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(O), static_cast<int>(m),
+                    static_cast<int>(cols), 1.0f, wt.data(), static_cast<int>(cols), patch.data(),
+                    static_cast<int>(cols), 0.0f, prod.data(), static_cast<int>(m));
+        for (int64_t o = 0; o < O; ++o) {
+          const float* src = prod.data() + o * m;
+          float* dst = y + o * Y.strides[1];
+          for (int64_t r = 0; r < m; ++r) dst[yoffs[r]] = src[r];
+        }
+      }
+    }
+  };
+  if (parts > 1) pool.ParallelFor(parts, 1, body);
+  else body(0, 1);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status RunConvolution(const Op& op, const View& lhs, const View& rhs, const View& out) {
@@ -465,6 +645,11 @@ Status RunConvolution(const Op& op, const View& lhs, const View& rhs, const View
     if (!Addressable(Y)) {
       ys.resize(static_cast<size_t>(std::max<int64_t>(1, Y.NumElements()) * DTypeSize(Y.dtype)));
       Y = View{ys.data(), Y.dtype, Y.dims, ContiguousStrides(Y.dims)};
+    }
+    Status small = SmallConvolution(s, L, R, Y);
+    if (small.code() != Code::kUnimplemented) {
+      if (small.ok() && Y.data != target.data) small = CopyView(Y, target);
+      return small;
     }
     Problem p;
     if (PlanProblem(s, L, R, Y, &p, wstore)) {

@@ -178,6 +178,11 @@ INSTANTIATE_TEST_SUITE_P(
         ConvCase{2, 4, 8, 1, {8, 8}, {1, 1}, {2, 2}, {0, 0}, {1, 1}},  // 1x1 downsample
         ConvCase{1, 2, 2, 1, {5, 4}, {3, 2}, {1, 1}, {3, 2}, {1, 1}},  // padding > kernel extent
         ConvCase{2, 3, 2, 1, {10}, {3}, {2}, {1}, {2}},                // 1d
+        // Note [Small convolutions]: forward and both gradients as one matrix product
+        ConvCase{2, 8, 16, 1, {2, 2}, {3, 3}, {2, 2}, {1, 1}, {1, 1}},  // 2x2 -> 1x1, stride 2
+        ConvCase{3, 8, 8, 1, {1, 1}, {3, 3}, {1, 1}, {1, 1}, {1, 1}},   // 1x1 image: the center tap
+        ConvCase{2, 4, 6, 1, {2, 2}, {3, 3}, {1, 1}, {1, 1}, {1, 1}},   // 2x2 -> 2x2
+        ConvCase{2, 3, 4, 1, {3}, {3}, {1}, {1}, {1}},                  // 1d
         ConvCase{1, 2, 3, 1, {4, 5, 3}, {2, 3, 2}, {1, 2, 1}, {1, 0, 1}, {1, 1, 1}}));  // 3d
 
 // Strides of NC<spatial> dims laid out channels-last (N, spatial..., C in memory).

@@ -80,11 +80,7 @@ StridedMats Packed(const StridedMats& x, int64_t nb, int64_t rows, int64_t cols,
 }
 
 Status GemmF64(StridedMats A, StridedMats B, double* c, int64_t nb, int64_t m, int64_t n, int64_t k) {
-  static const bool single = [] {  // our pool supplies the threads
-    openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)single;
+  SingleThreadedBlas();
   CBLAS_TRANSPOSE ta, tb;
   int64_t lda, ldb;
   std::vector<double> sa, sb;
@@ -129,6 +125,14 @@ Status GemmF64(StridedMats A, StridedMats B, double* c, int64_t nb, int64_t m, i
 }
 
 }  // namespace
+
+void SingleThreadedBlas() {
+  static const bool single = [] {  // our pool supplies the threads
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)single;
+}
 
 Status BatchedGemm(DType t, const StridedMats& a, const StridedMats& b, void* c, int64_t nb,
                    int64_t m, int64_t n, int64_t k) {

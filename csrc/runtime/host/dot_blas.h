@@ -15,6 +15,10 @@ struct StridedMats {
   int64_t batch_stride, row_stride, col_stride;
 };
 
+// Makes OpenBLAS run each call on the calling thread (once per process): callers split their work
+// over our pool, so there is one thread budget.
+void SingleThreadedBlas();
+
 // c[nb, m, n] (contiguous) = a[nb, m, k] x b[nb, k, n], all of element type `t` (f64 or an
 // integer type; integers wrap modulo 2^bits like PyTorch's CPU).
 Status BatchedGemm(DType t, const StridedMats& a, const StridedMats& b, void* c, int64_t nb,
