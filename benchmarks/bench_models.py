@@ -10,7 +10,11 @@ Every model is built by its example script (examples/*.py) at the script's defau
 (ResNets) is an eval-mode forward without autograd. Each configuration runs `--warmup` steps first
 (the device compiles its programs then), then `--steps` timed steps, each ending in a sync point;
 the table shows the median. The configurations of a model take turns step by step, so a
-load from other processes falls on all of them alike. ratio = CPU time / tpu time (above 1: the
+load from other processes falls on all of them alike. PyTorch CPU (eager and Inductor) runs in a
+peer process of its own (benchmarks/_peer.py), and every step is followed by a pause of
+--settle-ms: a thread pool that just finished keeps spinning for a while (PyTorch's OpenMP threads
+for milliseconds), and in one process, or without the pause, that spinning takes CPU time from the
+next configuration's step. ratio = CPU time / tpu time (above 1: the
 device is faster). The tpu figures are host-executor measurements: its compiled programs run on
 this machine's CPU. `--pjrt MODES` adds columns for the same models on the pjrt backend (XLA's
 CPU plugin unless TORCH_TPU_PJRT_PLUGIN names another), run in a peer process that takes its turn
@@ -182,12 +186,14 @@ def compiled(step: Step) -> Step:
     return torch.compile(step, backend="inductor")
 
 
-# The pjrt peer's side (benchmarks/_peer.py): the case's step, built in the peer process.
+# A peer's side (benchmarks/_peer.py): the case's step, built in the peer process (PyTorch CPU's
+# configurations, the pjrt backend's modes).
 _PEER_STEPS: dict = {}
 
 
 def remote_build(index: int, mode: str) -> None:
-    _PEER_STEPS[(index, mode)] = CASES[index].build("tpu")
+    fn = CASES[index].build("tpu" if mode in TPU_MODES else "cpu")
+    _PEER_STEPS[(index, mode)] = compiled(fn) if mode == "inductor" else fn
     torch_tpu.metrics.reset()
 
 
@@ -200,31 +206,36 @@ def remote_finish() -> dict:
     return torch_tpu.metrics.fallback_ops()
 
 
-def run_case(case: Case, modes: list[str], warmup: int, steps: int,
-             peer=None) -> tuple[dict[str, float], dict[str, int]]:
-    """Median seconds per step in each mode ("pjrt:<mode>": that mode on the pjrt peer). The modes
-    take turns step by step, so that a load from other processes on the machine falls on all of
-    them alike."""
+def run_case(case: Case, modes: list[str], warmup: int, steps: int, peer=None, cpu_peer=None,
+             settle: float = 0.0) -> tuple[dict[str, float], dict[str, int]]:
+    """Median seconds per step in each mode ("pjrt:<mode>": that mode on the pjrt peer; "cpu" and
+    "inductor" on `cpu_peer` when given). The modes take turns step by step, so that a load from
+    other processes on the machine falls on all of them alike."""
     torch_tpu.metrics.reset()
     index = CASES.index(case)
     fns = {}
     for mode in modes:
-        if mode.startswith("pjrt:"):
-            peer.call("bench_models", "remote_build", index, mode[5:])
-            fns[mode] = lambda m=mode[5:]: peer.call("bench_models", "remote_step", index, m)
+        where, m = (peer, mode[5:]) if mode.startswith("pjrt:") else (cpu_peer, mode)
+        if where is not None and (mode.startswith("pjrt:") or mode in ("cpu", "inductor")):
+            where.call("bench_models", "remote_build", index, m)
+            fns[mode] = lambda w=where, m=m: w.call("bench_models", "remote_step", index, m)
             continue
         fn = case.build("tpu" if mode in TPU_MODES else "cpu")
-        fns[mode] = compiled(fn) if mode == "inductor" else fn
+        step = compiled(fn) if mode == "inductor" else fn
+        fns[mode] = lambda step=step, mode=mode: timed_step(step, mode)
     samples = {mode: [] for mode in modes}
     for i in range(warmup + steps):
         for mode in modes:
-            t = fns[mode]() if mode.startswith("pjrt:") else timed_step(fns[mode], mode)
+            t = fns[mode]()
+            time.sleep(settle)
             if i >= warmup:  # the warm-up steps compile the device's programs
                 samples[mode].append(t)
     fallbacks = torch_tpu.metrics.fallback_ops()
     if peer is not None:
         for op, n in peer.call("bench_models", "remote_finish").items():
             fallbacks[f"{op} (pjrt)"] = n
+    if cpu_peer is not None:
+        cpu_peer.call("bench_models", "remote_finish")
     return {mode: statistics.median(ts) for mode, ts in samples.items()}, fallbacks
 
 
@@ -239,6 +250,9 @@ def main() -> None:
     p.add_argument("--modes", default="strict,fused", help="tpu eager modes to time (strict, fused, debug)")
     p.add_argument("--inductor", action="store_true", help="also time torch.compile (Inductor) on the CPU")
     p.add_argument("--pjrt", default="", help="tpu eager modes to time on the pjrt backend too (e.g. strict,fused)")
+    p.add_argument("--settle-ms", type=float, default=20.0, help="pause after every step")
+    p.add_argument("--same-process", action="store_true",
+                   help="run PyTorch CPU in this process too (its idle threads then spin into the device's steps)")
     args = p.parse_args()
     if args.quick:
         args.warmup, args.steps = 3, 5
@@ -269,6 +283,11 @@ def main() -> None:
 
         peer = Peer("pjrt", args.threads)
         print("pjrt: " + peer.call("bench_models", "device_name") + " — in a peer process, taking turns\n")
+    cpu_peer = None
+    if not args.same_process:
+        from _peer import Peer
+
+        cpu_peer = Peer(os.environ.get("TORCH_TPU_BACKEND", "host"), args.threads)
     modes = ["cpu"] + (["inductor"] if args.inductor else []) + tpu_modes + [f"pjrt:{m}" for m in pjrt_modes]
     cols = [("CPU eager", "cpu")] + ([("Inductor", "inductor")] if args.inductor else [])
     cols += [(f"tpu {m}", m) for m in tpu_modes] + [(f"pjrt {m}", f"pjrt:{m}") for m in pjrt_modes]
@@ -280,7 +299,7 @@ def main() -> None:
     print(header + "\n" + "-" * len(header), flush=True)
     for case in cases:
         try:
-            t, fallbacks = run_case(case, modes, args.warmup, args.steps, peer)
+            t, fallbacks = run_case(case, modes, args.warmup, args.steps, peer, cpu_peer, args.settle_ms * 1e-3)
         except ImportError as e:  # hf_llama without transformers
             print(f"{case.name:<10} {case.what:<6} skipped: {e}")
             continue
@@ -296,8 +315,9 @@ def main() -> None:
             line += f" {t['strict'] / t['fused']:>11.2f}x"
         line += f"  {', '.join(sorted(fallbacks)) if fallbacks else 'none'}"
         print(line, flush=True)
-    if peer is not None:
-        peer.close()
+    for side in (peer, cpu_peer):
+        if side is not None:
+            side.close()
     print("\nratio = CPU eager time / that column's time per step (above 1: faster than PyTorch CPU eager);"
           "\nfused/strict = strict time / fused time (above 1: fused mode is faster)")
 

@@ -27,3 +27,17 @@ def test_a_peer_that_dies_is_reported():
     peer = _peer.Peer("host", 1)
     with pytest.raises(_peer.PeerError, match="exited"):
         peer.call("os", "_exit", 3)
+
+
+def test_the_cpu_side_of_bench_models_runs_in_a_peer():
+    """bench_models.py times PyTorch CPU in a peer process (README "Benchmarks" says why)."""
+    import bench_models
+
+    index = next(i for i, c in enumerate(bench_models.CASES) if c.name == "dlrm")
+    peer = _peer.Peer("host", 1)
+    try:
+        peer.call("bench_models", "remote_build", index, "cpu")
+        assert peer.call("bench_models", "remote_step", index, "cpu") > 0
+        assert peer.call("bench_models", "remote_finish") == {}
+    finally:
+        peer.close()
