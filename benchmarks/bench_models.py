@@ -11,10 +11,11 @@ Every model is built by its example script (examples/*.py) at the script's defau
 (the device compiles its programs then), then `--steps` timed steps, each ending in a sync point;
 the table shows the median. The configurations of a model take turns step by step, so a
 load from other processes falls on all of them alike. PyTorch CPU (eager and Inductor) runs in a
-peer process of its own (benchmarks/_peer.py), and every step is followed by a pause of
---settle-ms: a thread pool that just finished keeps spinning for a while (PyTorch's OpenMP threads
-for milliseconds), and in one process, or without the pause, that spinning takes CPU time from the
-next configuration's step. ratio = CPU time / tpu time (above 1: the
+peer process of its own (benchmarks/_peer.py), and each configuration's turn is followed by a
+pause of --settle-ms: a thread pool that just finished keeps spinning for a while (PyTorch's OpenMP
+threads for milliseconds), and in one process, or without the pause, that spinning takes CPU time
+from the next configuration's step. A turn is two steps, the second timed: the first wakes the
+threads the pause put to sleep, as back-to-back training steps find them awake. ratio = CPU time / tpu time (above 1: the
 device is faster). The tpu figures are host-executor measurements: its compiled programs run on
 this machine's CPU. `--pjrt MODES` adds columns for the same models on the pjrt backend (XLA's
 CPU plugin unless TORCH_TPU_PJRT_PLUGIN names another), run in a peer process that takes its turn
@@ -226,6 +227,8 @@ def run_case(case: Case, modes: list[str], warmup: int, steps: int, peer=None, c
     samples = {mode: [] for mode in modes}
     for i in range(warmup + steps):
         for mode in modes:
+            if i >= warmup and settle > 0:
+                fns[mode]()  # after the pause: a step that wakes the side's threads, untimed
             t = fns[mode]()
             time.sleep(settle)
             if i >= warmup:  # the warm-up steps compile the device's programs
