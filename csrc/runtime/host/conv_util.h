@@ -45,6 +45,20 @@ inline View Contiguous(const View& v, DType t, std::vector<char>& storage) {
   return dst;
 }
 
+// Per spatial dim d of a convolution: for (output coordinate y, window position k), at [y * k_size
+// + k], the lhs coordinate it reads, or -1 (padding, or between the elements of a dilated lhs).
+inline std::vector<int64_t> WindowCoordinates(const ConvolutionSpec& s, int d, int64_t in, int64_t out,
+                                              int64_t k) {
+  std::vector<int64_t> t(out * k, -1);
+  for (int64_t y = 0; y < out; ++y)
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t pos = y * s.window_strides[d] + j * s.rhs_dilation[d] - s.padding_low[d];
+      int64_t ld = s.lhs_dilation[d];
+      if (pos >= 0 && pos % ld == 0 && pos / ld < in) t[y * k + j] = pos / ld;
+    }
+  return t;
+}
+
 // StableHLO's convolution as plain loops (convolution_ref.cc).
 Status ReferenceConvolution(const ConvolutionSpec& s, const View& lhs, const View& rhs,
                             const View& out);

@@ -459,24 +459,13 @@ Status Execute(const Problem& p) {
 // (output position, kernel position that meets the input) pairs per image and a patch matrix
 // P[(b, y), (k, f)] = lhs[b, f, coordinate(y, k)] (0 in padding or between dilated elements) of at
 // most kSmallPatch elements is computed as P x W, W[(k, f), o] = rhs[o, f, k], with OpenBLAS's
-// sgemm on blocks of P's rows (one per pool thread): the same sums as the definition, in float32
-// (as oneDNN's), in another order. Kernel positions that meet no input (8 of 9 for a 3x3 kernel
-// over a padded 1x1 image) are left out. The patches come from the same coordinate tables as the
-// reference loops (convolution_ref.cc), so strides, padding and both dilations are covered; feature
-// or batch groups are left to oneDNN.
+// sgemm on blocks of P's rows (one per pool thread, for products of 8M multiply-adds and up): the
+// same sums as the definition, in float32 (as oneDNN's), in another order. Kernel positions that
+// meet no input (8 of 9 for a 3x3 kernel over a padded 1x1 image) are left out. The patches come
+// from the reference loops' coordinate tables (WindowCoordinates, conv_util.h), so strides, padding
+// and both dilations are covered; feature or batch groups are left to oneDNN.
 constexpr int64_t kSmallPatch = int64_t{1} << 20;
 constexpr int64_t kSmallWork = 16;  // output positions per image x kernel positions used
-
-std::vector<int64_t> Coordinates(const ConvolutionSpec& s, int d, int64_t in, int64_t out, int64_t k) {
-  std::vector<int64_t> t(out * k, -1);
-  for (int64_t y = 0; y < out; ++y)
-    for (int64_t j = 0; j < k; ++j) {
-      int64_t pos = y * s.window_strides[d] + j * s.rhs_dilation[d] - s.padding_low[d];
-      int64_t ld = s.lhs_dilation[d];
-      if (pos >= 0 && pos % ld == 0 && pos / ld < in) t[y * k + j] = pos / ld;
-    }
-  return t;
-}
 
 Status SmallConvolution(const ConvolutionSpec& s, const View& L, const View& R, const View& Y) {
   if (L.dtype != DType::kF32 || R.dtype != DType::kF32 || Y.dtype != DType::kF32 || s.feature_group_count != 1 ||
@@ -492,7 +481,7 @@ Status SmallConvolution(const ConvolutionSpec& s, const View& L, const View& R, 
   const int64_t rows = B * ysize;
   if (rows * ksize * I > kSmallPatch || rows * ksize * I == 0 || R.dims[1] != I) return Unimplemented("not small");
   std::vector<std::vector<int64_t>> tables;
-  for (int d = 0; d < n; ++d) tables.push_back(Coordinates(s, d, L.dims[2 + d], Y.dims[2 + d], R.dims[2 + d]));
+  for (int d = 0; d < n; ++d) tables.push_back(WindowCoordinates(s, d, L.dims[2 + d], Y.dims[2 + d], R.dims[2 + d]));
   // Kernel positions that meet the input somewhere (a 3x3 kernel over a 1x1 image with padding 1
   // uses only its center): the others would only add zero columns.
   std::vector<int64_t> taps;

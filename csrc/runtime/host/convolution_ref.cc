@@ -10,18 +10,6 @@
 namespace tpu::host {
 namespace {
 
-// Per spatial dim: for (output coordinate y, window position k), the lhs coordinate, or -1.
-std::vector<int64_t> Table(const ConvolutionSpec& s, int d, int64_t in, int64_t out, int64_t k) {
-  std::vector<int64_t> t(out * k, -1);
-  for (int64_t y = 0; y < out; ++y)
-    for (int64_t j = 0; j < k; ++j) {
-      int64_t pos = y * s.window_strides[d] + j * s.rhs_dilation[d] - s.padding_low[d];
-      int64_t ld = s.lhs_dilation[d];
-      if (pos >= 0 && pos % ld == 0 && pos / ld < in) t[y * k + j] = pos / ld;
-    }
-  return t;
-}
-
 template <typename A>
 void Loop(const ConvolutionSpec& s, const View& L, const View& R, const View& Y, A* out) {
   int n = static_cast<int>(L.dims.size()) - 2;
@@ -33,7 +21,7 @@ void Loop(const ConvolutionSpec& s, const View& L, const View& R, const View& Y,
   std::vector<std::vector<int64_t>> tables;
   int64_t ysize = 1, ksize = 1;
   for (int d = 0; d < n; ++d) {
-    tables.push_back(Table(s, d, L.dims[2 + d], Y.dims[2 + d], R.dims[2 + d]));
+    tables.push_back(WindowCoordinates(s, d, L.dims[2 + d], Y.dims[2 + d], R.dims[2 + d]));
     ysize *= Y.dims[2 + d];
     ksize *= R.dims[2 + d];
   }
