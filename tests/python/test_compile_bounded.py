@@ -20,7 +20,7 @@ import torch._dynamo
 import torch.nn.functional as F
 
 import torch_tpu
-from torch_tpu.compile import _bounded
+from torch_tpu.compile import _padded
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 def fresh(monkeypatch):
     torch._dynamo.reset()
     torch_tpu.compile.reset_stats()
-    monkeypatch.setattr(_bounded, "poison", True)
+    monkeypatch.setattr(_padded, "poison", True)
     yield
     torch._dynamo.reset()
 

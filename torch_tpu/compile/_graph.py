@@ -62,7 +62,6 @@ class CompiledGraph:
         self._lock = threading.Lock()
         # Note [Bounded dims] (_bounded.py): a graph whose sizes all have upper bounds runs padded.
         self.bounded: Optional[_bounded.Plan] = None
-        self.bounded_reason: Optional[str] = None
         self._plan_bounded()
 
     def _plan_bounded(self) -> None:
@@ -76,7 +75,6 @@ class CompiledGraph:
 
     def _unpadded(self, why: str, stacklevel: int) -> None:
         self.bounded = None
-        self.bounded_reason = why
         _state.note_unpadded(self, why)
         warnings.warn(f"torch_tpu: {self.name} has bounded dynamic sizes but cannot run padded at the bound ({why}); "
                       f"it compiles once per size instead", stacklevel=stacklevel)
