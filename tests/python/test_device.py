@@ -293,6 +293,38 @@ def test_config_rejects_bad_options(name, value, match):
         torch_tpu.config.get(name)
 
 
+def test_kernels_make_no_second_openmp_team():
+    """Note [oneDNN on one thread] (csrc/runtime/host/onednn_threads.h): the device's matmuls and
+    convolutions, large enough to be split over its pool, start no OpenMP threads beside PyTorch's
+    own team (more OpenMP threads than cores made every PyTorch CPU op in the process slower), and
+    leave PyTorch's thread count on the submitting thread as it was."""
+    out = run_python("""
+        import os, torch, torch_tpu
+        torch.set_num_threads(2)
+        a = torch.randn(512, 512)
+        for _ in range(3):
+            a @ a  # PyTorch's OpenMP team, on this thread
+        # The device, its pool (a large elementwise op) and autograd's device thread are up.
+        v = torch.ones(1 << 22, device="tpu", requires_grad=True)
+        (v * 2).sum().backward()
+        v.grad.sum().cpu()
+        threads = lambda: len(os.listdir("/proc/self/task"))
+        before = threads()
+        m = torch.randn(8, 256, 256, device="tpu")
+        (m @ m).sum().cpu()  # split by batch
+        (m[0] @ m[0]).cpu()  # split by rows
+        x = torch.randn(4, 32, 32, 32, device="tpu", requires_grad=True)
+        w = torch.randn(32, 32, 3, 3, device="tpu", requires_grad=True)
+        torch.nn.functional.conv2d(x, w, padding=1).square().sum().backward()
+        (w.grad.sum() + x.grad.sum()).cpu()
+        (torch.ones(2, 2, device="tpu") @ torch.ones(2, 2, device="tpu")).cpu()  # on this thread
+        print(before, threads(), torch.get_num_threads())
+    """, TORCH_TPU_BACKEND="host")
+    before, after, torch_threads = map(int, out.split())
+    assert after == before, f"the device's kernels started {after - before} thread(s)"
+    assert torch_threads == 2
+
+
 def test_eager_mode_switch():
     with torch_tpu.eager_mode("debug"):
         assert torch_tpu.get_eager_mode() == "debug"

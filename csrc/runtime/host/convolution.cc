@@ -22,6 +22,7 @@
 // reads them once, as the reorder itself does. A sound cache needs a version from the runtime (a
 // counter on the Buffer, bumped by every launch or copy that writes it, carried into the View).
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -391,7 +392,9 @@ std::shared_ptr<Entry> CreateAny(const Problem& p, dt ct, const dnnl::engine& en
   return Create(p, ct, eng, false);
 }
 
-Status Execute(const Problem& p) {
+// Runs the problem with oneDNN on this thread (Note [oneDNN on one thread]).
+Status ExecuteHere(const Problem& p) {
+  OneDnnOnThisThread one;
   Engine& eng = GetEngine();
   std::vector<int64_t> key = Key(p);
   std::shared_ptr<Entry> found = eng.cache.Find(key);
@@ -430,12 +433,14 @@ Status Execute(const Problem& p) {
     e.reorder[r]->execute(stream, rargs);
     return true;
   };
+  std::unique_ptr<void, FreeAligned> own[3];
   try {
-    MatchOneDnnThreads();
     for (int r = 0; r < 3; ++r) {
       user[r] = dnnl::memory(e.user[r], eng.engine, views[r]->data);
       if (e.reorder[r]) {
-        inner[r] = dnnl::memory(e.inner[r], eng.engine);
+        void* buffer = ThreadOperandBuffer(r, e.inner[r].get_size(), own[r]);
+        if (buffer == nullptr) return ResourceExhausted("out of host memory for a convolution operand's layout");
+        inner[r] = dnnl::memory(e.inner[r], eng.engine, buffer);
         if (r != out && !reorder(r, user[r], inner[r])) return no_scratch();
       } else {
         inner[r] = user[r];
@@ -450,6 +455,58 @@ Status Execute(const Problem& p) {
     return Internal(std::string("oneDNN convolution failed: ") + err.what());
   }
   return Status::Ok();
+}
+
+// Convolutions below this many multiply-adds run on the calling thread: tens of microseconds on
+// one core, about what waking the pool and waiting for it costs.
+constexpr int64_t kSplitMacs = int64_t{1} << 21;
+
+// Runs the problem split by images over the pool (Note [oneDNN on one thread]): each thread runs
+// the primitive for its block of images (equal blocks share one). A weight gradient sums over
+// the images, so each block's goes to a float32 buffer of its own and the blocks are added in
+// image order after. Batches smaller than the pool run on the calling thread.
+Status Execute(const Problem& p) {
+  ThreadPool& pool = ThreadPool::Get();
+  const int threads = pool.num_threads();
+  const int64_t images = p.src.dims[0];
+  const int64_t out_features = p.dst.dims[1];
+  const int64_t macs = p.dst.NumElements() * (out_features > 0 ? p.wei.NumElements() / out_features : 0);
+  if (threads <= 1 || images < 2 || macs < kSplitMacs) return ExecuteHere(p);
+  int64_t parts = std::min<int64_t>(threads, images);
+  const int64_t per = (images + parts - 1) / parts;
+  parts = (images + per - 1) / per;
+  const bool sums = p.path == Path::kBackwardWeights;
+  const int64_t wn = p.wei.NumElements();
+  std::vector<float> partial(sums ? static_cast<size_t>(parts * wn) : 0);
+  const Dims wstrides = ContiguousStrides(p.wei.dims);
+  auto images_of = [](View v, int64_t lo, int64_t len) {
+    v.data = Offset(v.data, lo * v.strides[0], v.dtype);
+    v.dims[0] = len;
+    return v;
+  };
+  std::mutex mu;
+  Status failed;
+  pool.ParallelFor(parts, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      int64_t lo = i * per, len = std::min(per, images - lo);
+      Problem q = p;
+      q.src = images_of(p.src, lo, len);
+      q.dst = images_of(p.dst, lo, len);
+      if (sums) q.wei = View{partial.data() + i * wn, DType::kF32, p.wei.dims, wstrides};
+      Status st = ExecuteHere(q);
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (failed.ok()) failed = st;
+      }
+    }
+  });
+  if (!failed.ok() || !sums) return failed;
+  float* total = partial.data();
+  for (int64_t i = 1; i < parts; ++i) {
+    const float* part = partial.data() + i * wn;
+    for (int64_t e = 0; e < wn; ++e) total[e] += part[e];
+  }
+  return CopyView(View{total, DType::kF32, p.wei.dims, wstrides}, p.wei);
 }
 
 // Note [Small convolutions]: oneDNN's primitives cost ~150-250 us a call on the small problems

@@ -178,6 +178,9 @@ INSTANTIATE_TEST_SUITE_P(
         ConvCase{2, 4, 8, 1, {8, 8}, {1, 1}, {2, 2}, {0, 0}, {1, 1}},  // 1x1 downsample
         ConvCase{1, 2, 2, 1, {5, 4}, {3, 2}, {1, 1}, {3, 2}, {1, 1}},  // padding > kernel extent
         ConvCase{2, 3, 2, 1, {10}, {3}, {2}, {1}, {2}},                // 1d
+        // Note [oneDNN on one thread]: 2M multiply-adds and up are split by images over the pool
+        ConvCase{4, 32, 32, 1, {16, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1}},  // equal blocks
+        ConvCase{3, 32, 64, 2, {12, 12}, {3, 3}, {1, 1}, {1, 1}, {1, 1}},  // unequal blocks, groups
         // Note [Small convolutions]: forward and both gradients as one matrix product
         ConvCase{2, 8, 16, 1, {2, 2}, {3, 3}, {2, 2}, {1, 1}, {1, 1}},  // 2x2 -> 1x1, stride 2
         ConvCase{3, 8, 8, 1, {1, 1}, {3, 3}, {1, 1}, {1, 1}, {1, 1}},   // 1x1 image: the center tap

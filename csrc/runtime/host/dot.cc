@@ -16,6 +16,7 @@
 #include "oneapi/dnnl/dnnl.hpp"
 
 #include "base/hash.h"
+#include "base/thread_pool.h"
 #include "runtime/host/dot_blas.h"
 #include "runtime/host/kernels.h"
 #include "runtime/host/lru_cache.h"
@@ -143,17 +144,19 @@ struct MatmulProblem {
   int64_t nb, m, k, n;
   dnnl::memory::dims astr, bstr;
   dnnl::memory::data_type dt, odt;
+  dnnl::memory::dims cstr;  // empty: contiguous [nb, m, n]
 };
 
-// Runs the product with oneDNN (its primitive cached per problem). False when oneDNN has no
-// kernel for these types on this CPU; that answer is cached too.
-StatusOr<bool> RunMatmul(const MatmulProblem& p, void* a, void* b, void* c) {
+// Runs the product with oneDNN on this thread (its primitive cached per problem). False when
+// oneDNN has no kernel for these types on this CPU; that answer is cached too.
+StatusOr<bool> RunMatmulHere(const MatmulProblem& p, void* a, void* b, void* c) {
   using md = dnnl::memory::desc;
-  MatchOneDnnThreads();
+  OneDnnOnThisThread one;
   dnnl::memory::dims adims = {p.nb, p.m, p.k}, bdims = {p.nb, p.k, p.n}, cdims = {p.nb, p.m, p.n};
-  dnnl::memory::dims cstr = {p.m * p.n, p.n, 1};
-  std::vector<int64_t> exact = {p.nb, p.m, p.k, p.n, p.astr[0], p.astr[1], p.astr[2], p.bstr[0],
-                                p.bstr[1], p.bstr[2], static_cast<int64_t>(p.dt), static_cast<int64_t>(p.odt)};
+  dnnl::memory::dims cstr = p.cstr.empty() ? dnnl::memory::dims{p.m * p.n, p.n, 1} : p.cstr;
+  std::vector<int64_t> exact = {p.nb,     p.m,      p.k,      p.n,     p.astr[0], p.astr[1], p.astr[2],
+                                p.bstr[0], p.bstr[1], p.bstr[2], cstr[0], cstr[1],   cstr[2],
+                                static_cast<int64_t>(p.dt), static_cast<int64_t>(p.odt)};
   Engine& e = GetEngine();
   std::shared_ptr<MatmulEntry> entry = e.cache.Find(exact);
   if (!entry) {
@@ -203,6 +206,70 @@ StatusOr<bool> RunMatmul(const MatmulProblem& p, void* a, void* b, void* c) {
   return true;
 }
 
+// Products below this many multiply-adds run on the calling thread: ~10-20 us of work on one
+// core, about what waking the pool and waiting for it costs.
+constexpr int64_t kSplitMacs = int64_t{1} << 20;
+
+// Runs the product, split over the pool (Note [oneDNN on one thread]): each thread multiplies
+// whole matrices of the batch, or a block of rows, or a block of columns (strided views of the
+// same operands), with a primitive for its part; equal parts share one primitive.
+StatusOr<bool> RunMatmul(const MatmulProblem& p, void* a, void* b, void* c) {
+  ThreadPool& pool = ThreadPool::Get();
+  int threads = pool.num_threads();
+  if (threads <= 1 || p.nb * p.m * p.n * p.k < kSplitMacs) return RunMatmulHere(p, a, b, c);
+  // Which dim to split, and the smallest part worth a primitive call: whole matrices, blocks of
+  // 8 rows, blocks of 64 columns (oneDNN's kernels work on such blocks).
+  int dim;  // 0: batch, 1: rows, 2: columns
+  int64_t extent, unit;
+  if (p.nb >= threads) {
+    dim = 0, extent = p.nb, unit = 1;
+  } else if (p.m >= 8 * threads) {
+    dim = 1, extent = p.m, unit = 8;
+  } else if (p.n >= 64 * threads) {
+    dim = 2, extent = p.n, unit = 64;
+  } else {
+    return RunMatmulHere(p, a, b, c);
+  }
+  int64_t units = (extent + unit - 1) / unit;
+  int64_t parts = std::min<int64_t>(threads, units);
+  int64_t per = (units + parts - 1) / parts * unit;  // elements of the split dim per part
+  parts = (extent + per - 1) / per;
+  const int64_t esize = dnnl::memory::data_type_size(p.dt), osize = dnnl::memory::data_type_size(p.odt);
+  std::mutex mu;
+  Status failed;
+  bool native = true;
+  pool.ParallelFor(parts, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      int64_t lo = i * per, len = std::min(per, extent - lo);
+      MatmulProblem q = p;
+      char* qa = static_cast<char*>(a);
+      char* qb = static_cast<char*>(b);
+      char* qc = static_cast<char*>(c);
+      if (dim == 0) {
+        q.nb = len;
+        qa += lo * p.astr[0] * esize, qb += lo * p.bstr[0] * esize, qc += lo * p.m * p.n * osize;
+      } else if (dim == 1) {
+        q.m = len;
+        qa += lo * p.astr[1] * esize, qc += lo * p.n * osize;
+      } else {
+        q.n = len;
+        qb += lo * p.bstr[2] * esize, qc += lo * osize;
+      }
+      // The output stays [nb, m, n] contiguous in the whole: a part's rows are p.n apart.
+      q.cstr = {p.m * p.n, p.n, 1};
+      StatusOr<bool> ran = RunMatmulHere(q, qa, qb, qc);
+      std::lock_guard<std::mutex> lock(mu);
+      if (!ran.ok()) {
+        if (failed.ok()) failed = ran.status();
+      } else if (!*ran) {
+        native = false;
+      }
+    }
+  });
+  if (!failed.ok()) return failed;
+  return native;
+}
+
 }  // namespace
 
 Status RunDotGeneral(const Op& op, const View& lhs, const View& rhs, const View& out) {
@@ -243,7 +310,7 @@ Status RunDotGeneral(const Op& op, const View& lhs, const View& rhs, const View&
                                     oa.data(), nb, m, n, k));
     return CopyView(View{oa.data(), acc, O.dims, O.strides}, O);
   }
-  MatmulProblem p{nb, m, k, n, astr, bstr, dt, odt};
+  MatmulProblem p{nb, m, k, n, astr, bstr, dt, odt, {}};
   TPU_ASSIGN_OR_RETURN(bool ran, RunMatmul(p, L.data, R.data, out.data));
   if (ran) return Status::Ok();
   // Note [bf16 without AVX-512]: oneDNN's bf16/f16 matmul needs AVX-512 (or AMX); on older
@@ -260,7 +327,7 @@ Status RunDotGeneral(const Op& op, const View& lhs, const View& rhs, const View&
     O32 = View{of.data(), DType::kF32, O.dims, O.strides};
   }
   auto f32 = dnnl::memory::data_type::f32;
-  MatmulProblem p32{nb, m, k, n, {m * k, k, 1}, {k * n, n, 1}, f32, f32};
+  MatmulProblem p32{nb, m, k, n, {m * k, k, 1}, {k * n, n, 1}, f32, f32, {}};
   TPU_ASSIGN_OR_RETURN(ran, RunMatmul(p32, L32.data, R32.data, O32.data));
   if (!ran) return Internal("oneDNN has no float32 matmul for this CPU");
   return O32.data == O.data ? Status::Ok() : CopyView(O32, O);

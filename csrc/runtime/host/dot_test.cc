@@ -59,6 +59,37 @@ TEST(DotTest, LargerMatmulWithinFloatTolerance) {
   for (int64_t i = 0; i < M * N; ++i) ASSERT_NEAR(c[i], want[i], 1e-4) << i;
 }
 
+// Note [oneDNN on one thread]: products of 1M multiply-adds and up are split over the pool by
+// batch, rows or columns (strided parts of the operands and of the output); the parts' sums are
+// the whole's, so the result is compared with the same tolerance as one call.
+TEST(DotTest, SplitByBatchRowsOrColumns) {
+  struct Shape {
+    int64_t nb, m, k, n;
+  };
+  for (Shape s : {Shape{5, 32, 128, 96}, Shape{1, 260, 128, 40}, Shape{1, 4, 512, 1000}}) {
+    std::vector<float> a(s.nb * s.m * s.k), w(s.nb * s.k * s.n), c(s.nb * s.m * s.n);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = std::cos(0.11f * static_cast<float>(i));
+    // The rhs bound transposed ([n, k] in memory): the parts' views of it are strided.
+    std::vector<float> wt(w.size());
+    for (int64_t bb = 0; bb < s.nb; ++bb)
+      for (int64_t p = 0; p < s.k; ++p)
+        for (int64_t j = 0; j < s.n; ++j) wt[(bb * s.n + j) * s.k + p] = w[(bb * s.k + p) * s.n + j];
+    Builder b;
+    int x = b.Param(T(F, {s.nb, s.m, s.k}));
+    int y = b.Param(T(F, {s.nb, s.k, s.n}));
+    b.Result(b.DotGeneral(x, y, {0}, {0}, {2}, {1}, F));
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(a, F, {s.nb, s.m, s.k}), Bind(wt, F, {s.nb, s.k, s.n}, {s.n * s.k, 1, s.k})),
+                           Bindings(Bind(c, F, {s.nb, s.m, s.n})))
+                    .ok());
+    auto want = RefBmm(s.nb, s.m, s.k, s.n, [&](int64_t bb, int64_t i, int64_t p) { return a[(bb * s.m + i) * s.k + p]; },
+                       [&](int64_t bb, int64_t p, int64_t j) { return w[(bb * s.k + p) * s.n + j]; });
+    // float32 products of k terms of magnitude <= 1: 1e-4 * sqrt(k / 300) covers the rounding.
+    double tol = 1e-4 * std::sqrt(static_cast<double>(s.k) / 300.0) * 2;
+    for (size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], want[i], tol) << s.nb << "x" << s.m << "x" << s.n << " " << i;
+  }
+}
+
 TEST(DotTest, Batched) {
   const int64_t B = 3, M = 4, K = 5, N = 2;
   std::vector<float> a(B * M * K), w(B * K * N), c(B * M * N);

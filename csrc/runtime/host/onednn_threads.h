@@ -1,9 +1,16 @@
 // oneDNN state that belongs to the calling thread. Kernels run on the queue worker, on the thread
-// that submitted a small program, or on autograd's device thread, and a cached primitive runs on
-// whichever of them calls next:
-// - OpenMP's team size (Debian's oneDNN parallelizes with OpenMP) is a per-thread setting: each
-//   thread would otherwise get OpenMP's default team (all cores), oversubscribing the machine
-//   next to PyTorch's own pool and our thread pool.
+// that submitted a small program, on autograd's device thread or on a pool thread, and a cached
+// primitive runs on whichever of them calls next:
+// - Note [oneDNN on one thread]: Debian's oneDNN parallelizes with OpenMP (libgomp, the runtime
+//   PyTorch's CPU ops use too). Every thread that opens a parallel region gets a team of its own:
+//   a oneDNN call on the queue worker beside PyTorch's team on the main thread puts more OpenMP
+//   threads in the process than cores, and libgomp then stops spinning between regions for *every*
+//   team ("throttled" waiting): PyTorch's small CPU ops in the same process became ~3.5x slower
+//   (a 256x1024 add: 15.7 -> 54.5 us) after the first device matmul, and forcing spinning instead
+//   (OMP_WAIT_POLICY=ACTIVE) halved the device's speed. So oneDNN runs each call on the calling
+//   thread (a team size of 1 while it runs: no team is made), and the kernels split large problems
+//   over our pool themselves (matmul by batch, rows or columns; convolution by images): one set
+//   of threads, one thread budget.
 // - Streams are not meant to be shared between threads: one per thread, on the one engine.
 // - Scratchpads: in oneDNN's default (library) mode a primitive's scratchpad is memory of the
 //   thread that created it, sized for it there, and a run on another thread reads that thread's
@@ -12,6 +19,7 @@
 //   thread's buffer (AddThreadScratchpad), which also makes concurrent runs of one primitive safe.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <memory>
@@ -26,16 +34,27 @@ extern "C" int omp_get_max_threads(void);
 extern "C" void omp_set_num_threads(int);
 #endif
 
-#include "base/thread_pool.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace tpu::host {
 
-// Makes oneDNN calls from this thread use the executor's thread count.
-inline void MatchOneDnnThreads() {
-  int n = ThreadPool::Get().num_threads();
-  if (n > 0 && omp_get_max_threads() != n) omp_set_num_threads(n);
-}
+// While alive, oneDNN calls (primitive creation too: oneDNN sizes a kernel's blocking for the team
+// it expects) run on this thread alone (Note [oneDNN on one thread]). Restores the thread's team
+// size after: the submitting thread may be PyTorch's main thread, whose setting is PyTorch's.
+class OneDnnOnThisThread {
+ public:
+  OneDnnOnThisThread() : saved_(omp_get_max_threads()) {
+    if (saved_ != 1) omp_set_num_threads(1);
+  }
+  ~OneDnnOnThisThread() {
+    if (saved_ != 1) omp_set_num_threads(saved_);
+  }
+  OneDnnOnThisThread(const OneDnnOnThisThread&) = delete;
+  OneDnnOnThisThread& operator=(const OneDnnOnThisThread&) = delete;
+
+ private:
+  int saved_;
+};
 
 // The one CPU engine every primitive is made on (a stream runs only its own engine's primitives).
 inline const dnnl::engine& CpuEngine() {
@@ -55,6 +74,36 @@ inline dnnl::primitive_attr UserScratchpad() {
   return attr;
 }
 
+struct FreeAligned {
+  void operator()(void* p) const { std::free(p); }
+};
+
+// Memory for this thread's reordered operands of a primitive (slot: the operand's role, 0-2),
+// reused by the next call instead of allocated afresh: a fresh multi-megabyte block comes from
+// mmap and every call paid its page faults again (~2,300 for a 4-image 64x56x56 convolution, a
+// third of the call's time on two threads). Kept up to kKeptOperandBytes per slot; a larger
+// block goes to `own`, the caller's, and is freed with it. Null when the memory cannot be had.
+constexpr size_t kKeptOperandBytes = size_t{64} << 20;
+inline void* ThreadOperandBuffer(int slot, size_t bytes, std::unique_ptr<void, FreeAligned>& own) {
+  bytes = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+  if (bytes > kKeptOperandBytes) {
+    own.reset(std::aligned_alloc(64, bytes));
+    return own.get();
+  }
+  thread_local std::unique_ptr<void, FreeAligned> kept[3];
+  thread_local size_t capacity[3] = {0, 0, 0};
+  if (bytes > capacity[slot]) {
+    kept[slot].reset();
+    capacity[slot] = bytes;
+    kept[slot].reset(std::aligned_alloc(64, bytes));
+    if (!kept[slot]) {
+      capacity[slot] = 0;
+      return nullptr;
+    }
+  }
+  return kept[slot].get();
+}
+
 // This thread's scratchpad as the memory a run of a primitive with descriptor `md` needs; it grows
 // to the largest asked for on this thread and lives as long as the thread. Adds it to `args`
 // (nothing when the primitive needs none); false when the memory cannot be had.
@@ -62,10 +111,7 @@ inline dnnl::primitive_attr UserScratchpad() {
                                               std::unordered_map<int, dnnl::memory>& args) {
   const size_t bytes = md.get_size();
   if (bytes == 0) return true;
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
-  };
-  thread_local std::unique_ptr<void, Free> buffer;
+  thread_local std::unique_ptr<void, FreeAligned> buffer;
   thread_local size_t capacity = 0;
   if (bytes > capacity) {
     buffer.reset();  // (free first: the peak is the new size, not both)
