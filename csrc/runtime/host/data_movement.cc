@@ -219,8 +219,38 @@ Status RunPad(const Op& op, const View& in, const View& pad_value, const View& o
   return CopyView(src, dst);
 }
 
+// Reverses each block of `block` elements of size `esize`: out[o][j] = in[o][block - 1 - j].
+template <typename E>
+void ReverseBlocks(const E* in, E* out, int64_t blocks, int64_t block) {
+  for (int64_t o = 0; o < blocks; ++o) std::reverse_copy(in + o * block, in + (o + 1) * block, out + o * block);
+}
+
 Status RunReverse(const Op& op, const View& in, const View& out) {
-  // A view of the operand with the reversed dims walked backwards, copied out.
+  // Reversing every dim of a trailing run of a dense layout (a convolution kernel's spatial dims,
+  // which autodiff reverses for the input gradient) is reversing each block of their elements:
+  // whole blocks, not CopyView's walk of 3-element rows backwards (~3 ns an element).
+  const int rank = static_cast<int>(in.dims.size());
+  Dims reversed = op.attrs.a;
+  std::sort(reversed.begin(), reversed.end());
+  reversed.erase(std::unique(reversed.begin(), reversed.end()), reversed.end());
+  bool trailing = !reversed.empty() && in.IsContiguous() && out.IsContiguous() && in.data != out.data;
+  for (size_t i = 0; trailing && i < reversed.size(); ++i)
+    trailing = reversed[i] == rank - static_cast<int64_t>(reversed.size()) + static_cast<int64_t>(i);
+  const int64_t esize = DTypeSize(in.dtype);
+  if (trailing && in.dtype == out.dtype && (esize == 1 || esize == 2 || esize == 4 || esize == 8)) {
+    int64_t block = 1, total = in.NumElements();
+    for (int64_t d : reversed) block *= in.dims[d];
+    if (total == 0) return Status::Ok();
+    int64_t blocks = total / block;
+    switch (esize) {
+      case 1: ReverseBlocks(static_cast<const uint8_t*>(in.data), static_cast<uint8_t*>(out.data), blocks, block); break;
+      case 2: ReverseBlocks(static_cast<const uint16_t*>(in.data), static_cast<uint16_t*>(out.data), blocks, block); break;
+      case 4: ReverseBlocks(static_cast<const uint32_t*>(in.data), static_cast<uint32_t*>(out.data), blocks, block); break;
+      default: ReverseBlocks(static_cast<const uint64_t*>(in.data), static_cast<uint64_t*>(out.data), blocks, block); break;
+    }
+    return Status::Ok();
+  }
+  // Otherwise a view of the operand with the reversed dims walked backwards, copied out.
   View src = in;
   char* p = static_cast<char*>(in.data);
   for (int64_t d : op.attrs.a) {

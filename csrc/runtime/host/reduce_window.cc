@@ -19,7 +19,8 @@ namespace {
 
 struct Tables {
   int rank = 0;
-  Dims out_dims, window;
+  Dims out_dims, window, in_dims, strides, padding_low;
+  bool dense_windows = false;  // no base or window dilation: a window reads a box of the operand
   std::vector<std::vector<int64_t>> coord;  // [dim][o * window + k]
 };
 
@@ -28,6 +29,11 @@ Tables MakeTables(const WindowSpec& w, const Dims& in_dims, const Dims& out_dims
   t.rank = static_cast<int>(in_dims.size());
   t.out_dims = out_dims;
   t.window = w.dimensions;
+  t.in_dims = in_dims;
+  t.strides = w.strides;
+  t.padding_low = w.padding_low;
+  t.dense_windows = true;
+  for (int d = 0; d < t.rank; ++d) t.dense_windows &= w.base_dilations[d] == 1 && w.window_dilations[d] == 1;
   t.coord.resize(t.rank);
   for (int d = 0; d < t.rank; ++d) {
     int64_t win = w.dimensions[d], bd = w.base_dilations[d];
@@ -46,11 +52,18 @@ Tables MakeTables(const WindowSpec& w, const Dims& in_dims, const Dims& out_dims
 // FoldWindows for pooling over the last two dims with every other dim read one to one (window 1,
 // no padding or stride): planes and rows are walked directly, each output's window in the same
 // row-major order, so the fold is the same.
+//
+// With dense windows and a folder for which padding's place in the fold does not matter
+// (Folder::PaddingAnywhere(): max/min, a sum whose init is 0, arg_reduce_window, which skips
+// it), a window is the box of rows [r0, r1) and columns [c0, c1) the operand has, folded in the
+// same row-major order, with the padding's init value folded once (FoldPadding) when the window
+// has any: no per-element coordinate lookups or validity branches.
 template <int N, typename Folder>
 void FoldPlanes(const Tables& t, const Dims (&strides)[N], int64_t begin, int64_t end, Folder& f) {
   const int rank = t.rank, H = rank - 2, W = rank - 1;
   const int64_t kh = t.window[H], kw = t.window[W], OH = t.out_dims[H], OW = t.out_dims[W], per = OH * OW;
   if (per == 0) return;
+  const bool boxes = t.dense_windows && f.PaddingAnywhere();
   const int64_t* C0 = t.coord[H].data();
   const int64_t* C1 = t.coord[W].data();
   int64_t sh[N], sw[N];
@@ -66,6 +79,26 @@ void FoldPlanes(const Tables& t, const Dims (&strides)[N], int64_t begin, int64_
     }
     const int64_t stop = std::min(end, idx - rem + per);
     int64_t oh = rem / OW, ow = rem - oh * OW;
+    if (boxes) {
+      const int64_t IH = t.in_dims[H], IW = t.in_dims[W];
+      for (; idx < stop; ++idx) {
+        const int64_t h = oh * t.strides[H] - t.padding_low[H], w = ow * t.strides[W] - t.padding_low[W];
+        const int64_t r0 = std::max<int64_t>(h, 0), r1 = std::min(h + kh, IH);
+        const int64_t c0 = std::max<int64_t>(w, 0), c1 = std::min(w + kw, IW);
+        f.Start();
+        if (r0 < r1 && c0 < c1) {
+          for (int64_t r = r0; r < r1; ++r) {
+            int64_t off[N];
+            for (int j = 0; j < N; ++j) off[j] = poff[j] + r * sh[j] + c0 * sw[j];
+            f.AddRun(off, sw, c1 - c0);
+          }
+        }
+        if ((r1 - r0) * (c1 - c0) != kh * kw || r0 >= r1 || c0 >= c1) f.FoldPadding();
+        f.Finish(idx);
+        if (++ow == OW) ow = 0, ++oh;
+      }
+      continue;
+    }
     for (; idx < stop; ++idx) {
       const int64_t* c0 = C0 + oh * kh;
       const int64_t* c1 = C1 + ow * kw;
@@ -171,8 +204,10 @@ template <ReduceKind K, typename T>
 inline T Combine(T a, T b) {
   if constexpr (K == ReduceKind::kAdd) return WrapAdd(a, b);
   if constexpr (K == ReduceKind::kMul) return WrapMul(a, b);
-  if constexpr (K == ReduceKind::kMax) return (a > b || a != a) ? a : b;  // NaN propagates
-  if constexpr (K == ReduceKind::kMin) return (a < b || a != a) ? a : b;
+  // NaN propagates. `|`, not `||`: one select, no branch (pooling's comparisons of data are
+  // unpredictable, and a mispredicted branch per element cost more than the rest of the fold).
+  if constexpr (K == ReduceKind::kMax) return ((a > b) | (a != a)) ? a : b;
+  if constexpr (K == ReduceKind::kMin) return ((a < b) | (a != a)) ? a : b;
   if constexpr (K == ReduceKind::kAnd) return (a != T(0)) && (b != T(0));
   if constexpr (K == ReduceKind::kOr) return (a != T(0)) || (b != T(0));
   return b;
@@ -188,33 +223,115 @@ struct ReduceFolder {
   void Start() { acc = init; }
   void Add(const int64_t* off, bool valid) { acc = Combine<K>(acc, valid ? src[off[0]] : init); }
   void Finish(int64_t i) { dst[i] = acc; }
+  // The fold starts from init, and folding it again changes nothing for max/min (idempotent;
+  // NaN propagates from anywhere), nor for a sum from +0 (x + 0 == x, and the sum of a fold
+  // starting at +0 is never -0) or a product from 1.
+  bool PaddingAnywhere() const {
+    if constexpr (K == ReduceKind::kMax || K == ReduceKind::kMin) return true;
+    if constexpr (K == ReduceKind::kAdd) return init == T(0) && !std::signbit(static_cast<double>(init));
+    if constexpr (K == ReduceKind::kMul) return init == T(1);
+    return false;
+  }
+  void FoldPadding() { acc = Combine<K>(acc, init); }
+  // `count` elements from offset off[0], `step[0]` apart. Max and min of floats keep the NaN test
+  // apart from the comparison, so the comparison is a plain max/min instruction rather than a
+  // branch on unpredictable data.
+  void AddRun(const int64_t* off, const int64_t* step, int64_t count) {
+    const T* p = src + off[0];
+    const int64_t st = step[0];
+    if constexpr ((K == ReduceKind::kMax || K == ReduceKind::kMin) && std::is_floating_point_v<T>) {
+      T m = acc;
+      bool nan = false;
+      for (int64_t c = 0; c < count; ++c) {
+        T v = p[c * st];
+        nan |= v != v;
+        if constexpr (K == ReduceKind::kMax) m = v > m ? v : m;
+        else m = v < m ? v : m;
+      }
+      if (nan) {  // the first NaN, as the element-wise fold gives (acc itself when it is one)
+        for (int64_t c = 0; c < count && acc == acc; ++c) acc = Combine<K>(acc, p[c * st]);
+      } else if (acc == acc) {
+        acc = m;
+      }
+    } else {
+      for (int64_t c = 0; c < count; ++c) acc = Combine<K>(acc, p[c * st]);
+    }
+  }
 };
 
-// arg_reduce_window's fold: the (value, index) pair that orders highest (see builder.h).
+// arg_reduce_window's fold: the (value, index) pair that orders highest (see builder.h): a NaN
+// above every number (among NaNs the larger index), then the larger value, then among equal
+// values the smaller index. That is a total order, so the window's maximum can be found in two
+// passes over its elements, buffered: the largest value (a NaN if any), then the index that goes
+// with it. A one-pass fold that compares (value, index) pairs carries a chain of about fifteen
+// cycles per element from one element to the next (compares and selects on both), and pooling's
+// comparisons of data cannot be predicted for a branch; the two passes carry a float select and
+// an integer min: ~3x faster on 3x3 windows.
 template <typename T>
 struct ArgFolder {
+  static constexpr int kBuffered = 32;
   const T* src;
   const int64_t* index;
   int64_t* dst;
   T best;
   int64_t best_i;
+  int n = 0;
+  T vals[kBuffered];
+  int64_t idxs[kBuffered];
   void Start() {
     best = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
                                                 : std::numeric_limits<T>::lowest();
     best_i = std::numeric_limits<int64_t>::max();
+    n = 0;
   }
   void Add(const int64_t* off, bool valid) {
     if (!valid) return;  // (lowest, INT64_MAX) never beats what is already there
-    T v = src[off[0]];
-    int64_t vi = index[off[1]];
-    bool vnan = v != v, bnan = best != best;
-    if (v > best || (vnan && !bnan) || (v == best && vi < best_i) ||
-        (vnan && bnan && vi > best_i)) {
-      best = v;
-      best_i = vi;
+    vals[n] = src[off[0]];
+    idxs[n] = index[off[1]];
+    if (++n == kBuffered) Flush();
+  }
+  void AddRun(const int64_t* off, const int64_t* step, int64_t count) {
+    int64_t o0 = off[0], o1 = off[1];
+    for (int64_t c = 0; c < count; ++c, o0 += step[0], o1 += step[1]) {
+      vals[n] = src[o0];
+      idxs[n] = index[o1];
+      if (++n == kBuffered) Flush();
     }
   }
-  void Finish(int64_t i) { dst[i] = best_i; }
+  // Folds the buffered elements into (best, best_i). The NaN test is kept apart from the
+  // comparison (a plain max instruction, no branch).
+  void Flush() {
+    T m = best;
+    bool nan = best != best;
+    for (int e = 0; e < n; ++e) {
+      T v = vals[e];
+      nan |= v != v;
+      m = v > m ? v : m;
+    }
+    if (nan) m = std::numeric_limits<T>::quiet_NaN();
+    int64_t bi;
+    if (m != m) {  // the largest index among the NaNs
+      bi = best != best ? best_i : std::numeric_limits<int64_t>::min();
+      for (int e = 0; e < n; ++e) bi = vals[e] != vals[e] ? std::max(bi, idxs[e]) : bi;
+    } else {  // the smallest index among the elements equal to the maximum
+      // (masks: the position of the maximum is data, a branch on it mispredicts)
+      bi = best == m ? best_i : std::numeric_limits<int64_t>::max();
+      for (int e = 0; e < n; ++e) {
+        const int64_t eq = -static_cast<int64_t>(vals[e] == m);
+        const int64_t cand = (idxs[e] & eq) | (std::numeric_limits<int64_t>::max() & ~eq);
+        bi = cand < bi ? cand : bi;
+      }
+    }
+    best = m;
+    best_i = bi;
+    n = 0;
+  }
+  void Finish(int64_t i) {
+    if (n > 0) Flush();
+    dst[i] = best_i;
+  }
+  bool PaddingAnywhere() const { return true; }  // padding is skipped
+  void FoldPadding() {}
 };
 
 DType AccType(DType t) {
@@ -321,7 +438,7 @@ Status RunArgReduceWindow(const Op& op, const View& in, const View& index, const
     using T = decltype(zero);
     ThreadPool::Get().ParallelFor(n, Grain(t), [&](int64_t b, int64_t e) {
       ArgFolder<T> f{static_cast<const T*>(x.data), static_cast<const int64_t*>(index.data),
-                     static_cast<int64_t*>(out.data), T{}, 0};
+                     static_cast<int64_t*>(out.data), T{}, 0, 0, {}, {}};
       if (planar) FoldPlanes(t, strides, b, e, f);
       else FoldWindows(t, strides, b, e, f);
     });

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -184,6 +185,61 @@ TEST(ArgReduceWindowTest, AllMinusInfinityPicksFirstInBoundsIndex) {
   std::vector<int64_t> out(3);
   ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, {4})), Bindings(Bind(out, I64, {3}))).ok());
   EXPECT_EQ(out, (std::vector<int64_t>{0, 1, 3}));
+}
+
+// Pooling over the last two dims without dilation folds each window as a box of rows (Note in
+// reduce_window.cc's FoldPlanes): max with NaN propagation, and the arg-max rules (first maximum,
+// a NaN above all, among NaNs the last), against the element-wise definition, on data with ties,
+// NaNs and -inf, padded windows, and windows of more elements than the arg fold buffers (32).
+TEST(ArgReduceWindowTest, PlanarBoxesMatchTheDefinition) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    int64_t h, w, kh, kw, s, p;
+  };
+  for (Case c : {Case{7, 9, 3, 3, 2, 1}, Case{6, 6, 2, 2, 1, 0}, Case{3, 45, 2, 20, 3, 2}}) {
+    SCOPED_TRACE(std::to_string(c.kh) + "x" + std::to_string(c.kw));
+    const int64_t n = 2 * c.h * c.w;
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t r = (i * 7919) % 13;
+      x[i] = r == 0 ? nan : r == 1 ? -INFINITY : static_cast<float>(r % 5);  // ties, NaNs, -inf
+    }
+    if (c.h == 6) std::fill(x.begin(), x.begin() + c.w * 2, nan);  // windows all NaN
+    WindowSpec w = WindowSpec::Of({1, c.kh, c.kw});
+    w.strides = {1, c.s, c.s};
+    w.padding_low = w.padding_high = {0, c.p, c.p};
+    const int64_t oh = (c.h + 2 * c.p - c.kh) / c.s + 1, ow = (c.w + 2 * c.p - c.kw) / c.s + 1;
+    Builder b;
+    int xp = b.Param(T(F, {2, c.h, c.w}));
+    b.Result(b.ReduceWindow(xp, b.Constant(-INFINITY, F), w, ReduceKind::kMax));
+    b.Result(b.ArgReduceWindow(xp, b.Iota(T(I64, {2, c.h, c.w}), 2), w));
+    std::vector<float> mx(2 * oh * ow);
+    std::vector<int64_t> arg(2 * oh * ow);
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, {2, c.h, c.w})),
+                           Bindings(Bind(mx, F, {2, oh, ow}), Bind(arg, I64, {2, oh, ow})))
+                    .ok());
+    for (int64_t pl = 0; pl < 2; ++pl)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          float best = -INFINITY;
+          int64_t bi = std::numeric_limits<int64_t>::max();
+          bool any_nan = false;
+          for (int64_t a = 0; a < c.kh; ++a)
+            for (int64_t e = 0; e < c.kw; ++e) {
+              int64_t r = i * c.s - c.p + a, q = j * c.s - c.p + e;
+              if (r < 0 || r >= c.h || q < 0 || q >= c.w) continue;
+              float v = x[(pl * c.h + r) * c.w + q];
+              int64_t vi = q;  // the iota over the last dim
+              bool vn = std::isnan(v), bn = std::isnan(best);
+              any_nan |= vn;
+              if (v > best || (vn && !bn) || (v == best && vi < bi) || (vn && bn && vi > bi)) best = v, bi = vi;
+            }
+          const int64_t o = (pl * oh + i) * ow + j;
+          ASSERT_EQ(arg[o], bi) << pl << " " << i << " " << j;
+          if (any_nan) ASSERT_TRUE(std::isnan(mx[o])) << pl << " " << i << " " << j;
+          else ASSERT_EQ(mx[o], best) << pl << " " << i << " " << j;
+        }
+  }
 }
 
 TEST(ReduceWindowTest, BuilderRejectsBadWindows) {
