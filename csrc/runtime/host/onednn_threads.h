@@ -81,9 +81,11 @@ struct FreeAligned {
 // Memory for this thread's reordered operands of a primitive (slot: the operand's role, 0-2),
 // reused by the next call instead of allocated afresh: a fresh multi-megabyte block comes from
 // mmap and every call paid its page faults again (~2,300 for a 4-image 64x56x56 convolution, a
-// third of the call's time on two threads). Kept up to kKeptOperandBytes per slot; a larger
-// block goes to `own`, the caller's, and is freed with it. Null when the memory cannot be had.
-constexpr size_t kKeptOperandBytes = size_t{64} << 20;
+// third of the call's time on two threads). Kept up to kKeptOperandBytes per slot (so at most
+// 48 MiB per thread that runs convolutions, outside the device's memory accounting); a larger
+// block goes to `own`, the caller's, and is freed with it: its page faults are small next to the
+// convolution of so large an operand. Null when the memory cannot be had.
+constexpr size_t kKeptOperandBytes = size_t{16} << 20;
 inline void* ThreadOperandBuffer(int slot, size_t bytes, std::unique_ptr<void, FreeAligned>& own) {
   bytes = std::max<size_t>(64, (bytes + 63) / 64 * 64);
   if (bytes > kKeptOperandBytes) {
