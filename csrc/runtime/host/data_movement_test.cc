@@ -132,6 +132,35 @@ TEST(ConcatenateTest, ComputedOperandsAndInnerDim) {
   }
 }
 
+TEST(ConcatenateTest, DenseColumnsThreaded) {
+  // Index vectors as the lowerings build them: one-element i64 columns of 40000 rows (threaded),
+  // and i32 pieces of 1 and 3 elements.
+  const int64_t R = 40000;
+  std::vector<int64_t> a(R), c(R);
+  std::vector<int32_t> p(R), q(3 * R);
+  for (int64_t r = 0; r < R; ++r) a[r] = r, c[r] = -r * 7, p[r] = static_cast<int32_t>(r);
+  for (int64_t i = 0; i < 3 * R; ++i) q[i] = static_cast<int32_t>(-i);
+  Builder b;
+  int x = b.Param(T(DType::kI64, {R, 1})), y = b.Param(T(DType::kI64, {R, 1}));
+  int u = b.Param(T(DType::kI32, {R, 1})), v = b.Param(T(DType::kI32, {R, 3}));
+  b.Result(b.Concatenate({x, y, x}, 1));
+  b.Result(b.Concatenate({v, u}, 1));
+  std::vector<int64_t> o1(3 * R);
+  std::vector<int32_t> o2(4 * R);
+  ASSERT_TRUE(RunProgram(b,
+                         Bindings(Bind(a, DType::kI64, {R, 1}), Bind(c, DType::kI64, {R, 1}),
+                                  Bind(p, DType::kI32, {R, 1}), Bind(q, DType::kI32, {R, 3})),
+                         Bindings(Bind(o1, DType::kI64, {R, 3}), Bind(o2, DType::kI32, {R, 4})))
+                  .ok());
+  for (int64_t r = 0; r < R; ++r) {
+    ASSERT_EQ(o1[r * 3], a[r]);
+    ASSERT_EQ(o1[r * 3 + 1], c[r]);
+    ASSERT_EQ(o1[r * 3 + 2], a[r]);
+    for (int k = 0; k < 3; ++k) ASSERT_EQ(o2[r * 4 + k], q[r * 3 + k]);
+    ASSERT_EQ(o2[r * 4 + 3], p[r]);
+  }
+}
+
 TEST(ConcatenateTest, ManyShortRowsAndAConvertingCopy) {
   // Note [Row tiles] in copies: pieces of 3 and 5 elements over 7 * 3001 rows (threaded, a partial
   // last tile), one of them a transposed view (loaded row by row); and a bf16 round trip.

@@ -209,15 +209,20 @@ Status SoftmaxRows(const View& x, int dim, bool log, const View& y) {
         erows[k] = e;
       }
       SumF32RowGroup(erows, cnt, n, sums);
+      // log: the group's logs in one call (the same kernel element by element; a call per row
+      // cost as much as the row's subtraction)
+      float totals[kSumRowGroup], logs[kSumRowGroup];
+      for (int64_t k = 0; k < cnt; ++k) totals[k] = Rounded(sums[k]);
+      if (log) UnaryF32Simd(OpCode::kLog, totals, logs, cnt);
       for (int64_t k = 0; k < cnt; ++k) {
-        const float total = Rounded(sums[k]);
+        const float total = totals[k];
         if (!log) {
           float* yr = Target(Y, g0 + k, sbuf);
           ScalarF32Simd(OpCode::kDivide, erows[k], total, yr, n);
           Flush(Y, g0 + k, yr);
         } else {
           float* yr = Target(Y, g0 + k, sbuf + k * n);
-          ScalarF32Simd(OpCode::kSubtract, yr, Log(total), yr, n);
+          ScalarF32Simd(OpCode::kSubtract, yr, logs[k], yr, n);
           Flush(Y, g0 + k, yr);
         }
       }
