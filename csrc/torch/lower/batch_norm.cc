@@ -129,7 +129,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNorm(
   Bn s = CheckBatchNorm(op, input, {&w, &bias, &rm, &rv});
   TORCH_CHECK(training || (rm.defined() && rv.defined()),
               "running_mean and running_var must be defined in evaluation mode");
-  at::Tensor out = EmptyLike(input.sizes(), input.scalar_type(), input);
+  at::Tensor out = EmptyLike(input.sizes(), input.scalar_type(), input, ChannelsLast(input));  // Note [Memory formats]
   int64_t stat_n = training ? s.c : 0;
   at::Tensor save_mean = EmptyLike({stat_n}, s.stat_t, input);
   at::Tensor save_invstd = EmptyLike({stat_n}, s.stat_t, input);
@@ -229,7 +229,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormBackward(
               s.c, " elements");
   at::ScalarType param_t = w.defined() ? w.scalar_type() : mean_t.scalar_type();
   at::Tensor gx, gw, gb;
-  if (mask[0]) gx = EmptyLike(input.sizes(), input.scalar_type(), input);
+  if (mask[0]) gx = EmptyLike(input.sizes(), input.scalar_type(), input, ChannelsLast(input));
   if (mask[1]) gw = EmptyLike({s.c}, param_t, input);
   if (mask[2]) gb = EmptyLike({s.c}, param_t, input);
   if (!mask[0] && !mask[1] && !mask[2]) return {gx, gw, gb};

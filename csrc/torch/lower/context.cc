@@ -239,8 +239,16 @@ void Lowering::RunInWindow(const Graph& graph) {
   }
 }
 
-at::Tensor EmptyLike(at::IntArrayRef sizes, at::ScalarType dtype, const at::Tensor& like) {
-  return at::empty(sizes, at::TensorOptions().dtype(dtype).device(like.device()));
+at::Tensor EmptyLike(at::IntArrayRef sizes, at::ScalarType dtype, const at::Tensor& like,
+                     std::optional<at::MemoryFormat> format) {
+  return at::empty(sizes, at::TensorOptions().dtype(dtype).device(like.device()), format);
+}
+
+std::optional<at::MemoryFormat> ChannelsLast(const at::Tensor& t) {
+  if (!t.defined() || (t.dim() != 4 && t.dim() != 5)) return std::nullopt;
+  at::MemoryFormat f = t.suggest_memory_format();
+  if (f == at::MemoryFormat::ChannelsLast || f == at::MemoryFormat::ChannelsLast3d) return f;
+  return std::nullopt;
 }
 
 void ResizeOut(const at::Tensor& out, at::IntArrayRef sizes) {

@@ -12,6 +12,8 @@
 // returns, debug runs it synchronously and raises at the user's line.
 #pragma once
 
+#include <optional>
+
 #include <ATen/ATen.h>
 #include <c10/util/MaybeOwned.h>
 #include <c10/util/SmallVector.h>
@@ -78,7 +80,14 @@ class Lowering {
 };
 
 // Result helpers for kernels.
-at::Tensor EmptyLike(at::IntArrayRef sizes, at::ScalarType dtype, const at::Tensor& like);
+at::Tensor EmptyLike(at::IntArrayRef sizes, at::ScalarType dtype, const at::Tensor& like,
+                     std::optional<at::MemoryFormat> format = std::nullopt);
+// Note [Memory formats]: PyTorch's CPU kernels give a result the channels-last layout of the
+// input it follows (TensorIterator: the first full-size input; convolution: the input or the
+// weight; batch norm: the input), and models rely on it staying so from layer to layer
+// (`model.to(memory_format=torch.channels_last)`). ChannelsLast(t): that format when `t` (4-d
+// or 5-d) suggests it, else none (the default, contiguous).
+std::optional<at::MemoryFormat> ChannelsLast(const at::Tensor& t);
 // Resizes an out= tensor as ATen does (warning-free when empty) and checks its device.
 void ResizeOut(const at::Tensor& out, at::IntArrayRef sizes);
 void CheckSameDevice(const char* op, std::initializer_list<const at::Tensor*> tensors);

@@ -121,8 +121,11 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
               out_ch, " elements, but got bias of size ", bias.sizes(), " instead");
   Dims out_dims{input.size(0), out_ch};
   out_dims.insert(out_dims.end(), spatial.begin(), spatial.end());
+  // Note [Memory formats]: channels-last when the input or the weight is (PyTorch CPU's rule).
+  std::optional<at::MemoryFormat> format = ChannelsLast(input);
+  if (!format) format = ChannelsLast(weight);
   at::Tensor out =
-      EmptyLike(at::IntArrayRef(out_dims.data(), out_dims.size()), input.scalar_type(), input);
+      EmptyLike(at::IntArrayRef(out_dims.data(), out_dims.size()), input.scalar_type(), input, format);
   if (out.numel() == 0) return out;
   Lowering l("aten::convolution");
   Builder& b = l.b();
@@ -154,8 +157,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
       "convolution_backward: grad_output of size ", grad_output.sizes(),
       " does not match the convolution's output");
   at::Tensor gx, gw, gb;
-  if (mask[0]) gx = EmptyLike(input.sizes(), input.scalar_type(), input);
-  if (mask[1]) gw = EmptyLike(weight.sizes(), weight.scalar_type(), weight);
+  // (Note [Memory formats]: the gradients channels-last when the input or the weight is.)
+  std::optional<at::MemoryFormat> format = ChannelsLast(input);
+  if (!format) format = ChannelsLast(weight);
+  if (format && input.dim() != weight.dim()) format = std::nullopt;
+  if (mask[0]) gx = EmptyLike(input.sizes(), input.scalar_type(), input, format);
+  if (mask[1]) gw = EmptyLike(weight.sizes(), weight.scalar_type(), weight, format);
   if (mask[2]) gb = EmptyLike({grad_output.size(1)}, grad_output.scalar_type(), grad_output);
   if (grad_output.numel() == 0 || input.numel() == 0 || weight.numel() == 0) {
     // Nothing flows: the gradients that exist are zero.

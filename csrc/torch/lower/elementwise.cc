@@ -283,7 +283,8 @@ at::Tensor WhereImpl(const at::Tensor& cond, const at::Tensor& self, const at::T
   at::DimVector shape = at::infer_size_dimvector(at::infer_size_dimvector(cond.sizes(), self.sizes()), other.sizes());
   const at::Tensor& like = cond.device().type() == c10::DeviceType::PrivateUse1 ? cond
                          : self.device().type() == c10::DeviceType::PrivateUse1 ? self : other;
-  at::Tensor result = *PrepareOut("aten::where", out, shape, common, like);
+  at::Tensor result =
+      *PrepareOut("aten::where", out, shape, common, like, out.t ? std::nullopt : ResultFormat({cond, self, other}, shape));
   if (result.numel() == 0) return result;
   if (out.t) CheckOutOverlap(result, {cond, self, other});
   Lowering l("aten::where");

@@ -23,15 +23,25 @@ at::ScalarType ResultDType(ResultKind kind, at::ScalarType common) {
   return common;
 }
 
+std::optional<at::MemoryFormat> ResultFormat(std::initializer_list<TensorArg> inputs, at::IntArrayRef shape) {
+  if (shape.size() != 4 && shape.size() != 5) return std::nullopt;
+  for (const TensorArg& a : inputs) {
+    const at::Tensor& t = a.get();
+    if (IsCpuScalar(t) || t.sizes() != shape) continue;
+    return ChannelsLast(t);  // the first full-size input decides, as in TensorIterator
+  }
+  return std::nullopt;
+}
+
 c10::MaybeOwned<at::Tensor> PrepareOut(const char* op, OutArg o, at::IntArrayRef shape, at::ScalarType result,
-                      const at::Tensor& like) {
+                      const at::Tensor& like, std::optional<at::MemoryFormat> format) {
   const at::Tensor* out = o.t;
   if (!out || !out->defined()) {
     // Straight to the allocator: this is what the empty() kernel does, minus a trip through the
     // dispatcher on every elementwise op.
     c10::DeviceGuard guard(like.device());
     return c10::MaybeOwned<at::Tensor>::owned(at::detail::empty_generic(
-        shape, GetTpuAllocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result, std::nullopt));
+        shape, GetTpuAllocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result, format));
   }
   TORCH_CHECK(out->device().type() == c10::DeviceType::PrivateUse1, op,
               ": expected the output on the tpu device, got ", out->device());

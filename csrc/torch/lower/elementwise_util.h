@@ -54,8 +54,12 @@ inline OutArg Out(const at::Tensor& out) { return {&out, false}; }
 // Validates/allocates the output of an elementwise op like TensorIterator: broadcast shape,
 // can_cast(result, out dtype) for out=/in-place, and an in-place output that must not broadcast.
 // An in-place/out= tensor comes back borrowed (see TensorArg for why copies cost).
+// A new output takes `format` (Note [Memory formats], context.h; none: contiguous).
 c10::MaybeOwned<at::Tensor> PrepareOut(const char* op, OutArg out, at::IntArrayRef shape, at::ScalarType result,
-                      const at::Tensor& like);
+                      const at::Tensor& like, std::optional<at::MemoryFormat> format = std::nullopt);
+// The layout TensorIterator gives an elementwise result: that of the first input of the full
+// broadcast shape, when it is channels-last (Note [Memory formats]).
+std::optional<at::MemoryFormat> ResultFormat(std::initializer_list<TensorArg> inputs, at::IntArrayRef shape);
 
 at::ScalarType ResultDType(ResultKind kind, at::ScalarType common);
 
@@ -105,7 +109,8 @@ LoweredResult LowerElementwise(const char* op, std::initializer_list<TensorArg> 
   at::DimVector shape(ins[0].get().sizes());
   for (size_t i = 1; i < n; ++i) shape = at::infer_size_dimvector(shape, ins[i].get().sizes());
   at::ScalarType result = ResultDType(kind, common);
-  c10::MaybeOwned<at::Tensor> result_t = PrepareOut(op, out, shape, result, *device_like);
+  c10::MaybeOwned<at::Tensor> result_t =
+      PrepareOut(op, out, shape, result, *device_like, out.t ? std::nullopt : ResultFormat(inputs, shape));
   if (result_t->numel() == 0) return LoweredResult(std::move(result_t));
   if (out.t) CheckOutOverlap(*result_t, inputs);
   at::ScalarType compute = compute_override.value_or(

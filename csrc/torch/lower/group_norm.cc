@@ -59,7 +59,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm(const at::Tensor& inpu
   const at::Tensor w = w_opt.value_or(at::Tensor()), bias = b_opt.value_or(at::Tensor());
   CheckSameDevice("native_group_norm", {&input, &w, &bias});
   Gn s = CheckGroupNorm("native_group_norm", input, w, bias, N, C, HxW, group);
-  at::Tensor out = EmptyLike(input.sizes(), input.scalar_type(), input);
+  at::Tensor out = EmptyLike(input.sizes(), input.scalar_type(), input, ChannelsLast(input));  // Note [Memory formats]
   at::Tensor mean = EmptyLike({N, group}, s.stat_t, input);
   at::Tensor rstd = EmptyLike({N, group}, s.stat_t, input);
   if (input.numel() == 0) {
@@ -118,7 +118,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> group_norm_backward(
               "native_group_norm_backward: expected mean and rstd with ", N * group, " elements");
   at::ScalarType param_t = w.defined() ? w.scalar_type() : input.scalar_type();
   at::Tensor gx, gw, gb;
-  if (mask[0]) gx = EmptyLike(input.sizes(), input.scalar_type(), input);
+  if (mask[0]) gx = EmptyLike(input.sizes(), input.scalar_type(), input, ChannelsLast(input));
   if (mask[1]) gw = EmptyLike({C}, param_t, input);
   if (mask[2]) gb = EmptyLike({C}, param_t, input);
   if (input.numel() == 0) {
