@@ -219,7 +219,7 @@ Status RunPad(const Op& op, const View& in, const View& pad_value, const View& o
   return CopyView(src, dst);
 }
 
-// Reverses each block of `block` elements of size `esize`: out[o][j] = in[o][block - 1 - j].
+// Reverses each block of `block` elements (of E, the element size): out[o][j] = in[o][block - 1 - j].
 template <typename E>
 void ReverseBlocks(const E* in, E* out, int64_t blocks, int64_t block) {
   for (int64_t o = 0; o < blocks; ++o) std::reverse_copy(in + o * block, in + (o + 1) * block, out + o * block);
