@@ -263,10 +263,10 @@ struct ReduceFolder {
 // above every number (among NaNs the larger index), then the larger value, then among equal
 // values the smaller index. That is a total order, so the window's maximum can be found in two
 // passes over its elements, buffered: the largest value (a NaN if any), then the index that goes
-// with it. A one-pass fold that compares (value, index) pairs carries a chain of about fifteen
-// cycles per element from one element to the next (compares and selects on both), and pooling's
-// comparisons of data cannot be predicted for a branch; the two passes carry a float select and
-// an integer min: ~3x faster on 3x3 windows.
+// with it. A one-pass fold that compares (value, index) pairs either branches on the data
+// (unpredictable in pooling) or carries compares and selects on both from one element to the
+// next; the two passes carry a float max and an integer min. (ResNet-18's arg pooling per 25
+// training steps: 13.7 -> 11.6 ms, with the box walk of FoldPlanes.)
 template <typename T>
 struct ArgFolder {
   static constexpr int kBuffered = 32;
@@ -284,19 +284,16 @@ struct ArgFolder {
     best_i = std::numeric_limits<int64_t>::max();
     n = 0;
   }
-  void Add(const int64_t* off, bool valid) {
-    if (!valid) return;  // (lowest, INT64_MAX) never beats what is already there
-    vals[n] = src[off[0]];
-    idxs[n] = index[off[1]];
+  void Push(int64_t o0, int64_t o1) {
+    vals[n] = src[o0];
+    idxs[n] = index[o1];
     if (++n == kBuffered) Flush();
   }
+  void Add(const int64_t* off, bool valid) {
+    if (valid) Push(off[0], off[1]);  // padding: (lowest, INT64_MAX) never beats what is there
+  }
   void AddRun(const int64_t* off, const int64_t* step, int64_t count) {
-    int64_t o0 = off[0], o1 = off[1];
-    for (int64_t c = 0; c < count; ++c, o0 += step[0], o1 += step[1]) {
-      vals[n] = src[o0];
-      idxs[n] = index[o1];
-      if (++n == kBuffered) Flush();
-    }
+    for (int64_t c = 0; c < count; ++c) Push(off[0] + c * step[0], off[1] + c * step[1]);
   }
   // Folds the buffered elements into (best, best_i). The NaN test is kept apart from the
   // comparison (a plain max instruction, no branch).

@@ -103,6 +103,13 @@ Dims OutputSpatial(const at::Tensor& input, const at::Tensor& weight, const Conv
   return out;
 }
 
+// Note [Memory formats]: a convolution's result and gradients are channels-last when its input
+// or its weight is (PyTorch CPU's rule).
+std::optional<at::MemoryFormat> ConvResultFormat(const at::Tensor& input, const at::Tensor& weight) {
+  if (auto f = ChannelsLast(input)) return f;
+  return input.dim() == weight.dim() ? ChannelsLast(weight) : std::nullopt;
+}
+
 // Accumulation type of the IR convolution.
 DType AccType(at::ScalarType t) { return ToDType(OpMath(t)); }
 
@@ -121,11 +128,8 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
               out_ch, " elements, but got bias of size ", bias.sizes(), " instead");
   Dims out_dims{input.size(0), out_ch};
   out_dims.insert(out_dims.end(), spatial.begin(), spatial.end());
-  // Note [Memory formats]: channels-last when the input or the weight is (PyTorch CPU's rule).
-  std::optional<at::MemoryFormat> format = ChannelsLast(input);
-  if (!format) format = ChannelsLast(weight);
-  at::Tensor out =
-      EmptyLike(at::IntArrayRef(out_dims.data(), out_dims.size()), input.scalar_type(), input, format);
+  at::Tensor out = EmptyLike(at::IntArrayRef(out_dims.data(), out_dims.size()), input.scalar_type(), input,
+                             ConvResultFormat(input, weight));
   if (out.numel() == 0) return out;
   Lowering l("aten::convolution");
   Builder& b = l.b();
@@ -157,10 +161,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
       "convolution_backward: grad_output of size ", grad_output.sizes(),
       " does not match the convolution's output");
   at::Tensor gx, gw, gb;
-  // (Note [Memory formats]: the gradients channels-last when the input or the weight is.)
-  std::optional<at::MemoryFormat> format = ChannelsLast(input);
-  if (!format) format = ChannelsLast(weight);
-  if (format && input.dim() != weight.dim()) format = std::nullopt;
+  const std::optional<at::MemoryFormat> format = ConvResultFormat(input, weight);
   if (mask[0]) gx = EmptyLike(input.sizes(), input.scalar_type(), input, format);
   if (mask[1]) gw = EmptyLike(weight.sizes(), weight.scalar_type(), weight, format);
   if (mask[2]) gb = EmptyLike({grad_output.size(1)}, grad_output.scalar_type(), grad_output);
