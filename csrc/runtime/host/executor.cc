@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -293,7 +294,43 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
   }
   for (size_t r = 0; r < g.results.size(); ++r)
     if (direct[r]) views[g.results[r]] = HostView(launch.results[r]);
-  std::vector<std::unique_ptr<char[]>> extra;  // materialized layouts that could not be views
+  // Note [Copied views]: a reshape whose operand's layout cannot be regrouped (a transposed
+  // slice flattened) copies the operand contiguously first, which the plan cannot foresee: a
+  // parameter's layout is its binding's (strided bindings). The copy comes from the device's
+  // scratch (counted in its memory, its pages reused: a fresh heap block per copy cost a GPT
+  // step ~1,900 page faults) and goes back after the last step that reads it or a view of it
+  // (ViewLastReads), not at the end of the launch.
+  struct CopiedViews {
+    struct Copy {
+      void* block;
+      int64_t bytes;
+      int last;
+    };
+    HostAllocator* allocator;
+    std::vector<Copy> held;
+    std::vector<std::unique_ptr<char[]>> heap;  // without an allocator (tests)
+    StatusOr<void*> Take(int64_t bytes, int last) {
+      if (!allocator) {
+        heap.emplace_back(new char[bytes]);
+        return static_cast<void*>(heap.back().get());
+      }
+      TPU_ASSIGN_OR_RETURN(void* block, allocator->TakeScratch(bytes));
+      held.push_back(Copy{block, bytes, last});
+      return block;
+    }
+    void ReleaseThrough(int step) {  // the copies nothing reads after `step`
+      for (size_t i = 0; i < held.size();) {
+        if (held[i].last > step) {
+          ++i;
+          continue;
+        }
+        allocator->ReturnScratch(held[i].block, held[i].bytes);
+        held[i] = held.back();
+        held.pop_back();
+      }
+    }
+    ~CopiedViews() { ReleaseThrough(INT_MAX); }
+  } copies{allocator_, {}, {}};
   // After a failed step, the steps that read what it (or a skipped step) writes are skipped and
   // everything else runs: the results that do not depend on the failure are computed, as when the
   // program's ops run one at a time (RunReport).
@@ -323,7 +360,9 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
       tainted[np + st.index] = 1;
   };
   const bool profile = Flags().host_profile;
-  for (const Step& st : e.steps) {
+  for (int step = 0; step < static_cast<int>(e.steps.size()); ++step) {
+    const Step& st = e.steps[step];
+    if (!copies.held.empty()) copies.ReleaseThrough(step - 1);
     if (!failure.ok() && step_inputs_tainted(st)) {
       if (st.kind == StepKind::kFused) {
         // A region can hold independent chains (Note [Open regions]): the ops that do not
@@ -356,8 +395,13 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
           // Reshape of a layout that cannot be regrouped: copy contiguously first.
           copied_view = true;
           View tmp{nullptr, in.dtype, in.dims, ContiguousStrides(in.dims)};
-          extra.emplace_back(new char[std::max<int64_t>(1, tmp.NumElements()) * DTypeSize(in.dtype)]);
-          tmp.data = extra.back().get();
+          StatusOr<void*> block = copies.Take(std::max<int64_t>(1, tmp.NumElements()) * DTypeSize(in.dtype),
+                                              std::max(step, e.view_last_read[v]));
+          if (!block.ok()) {
+            st_status = block.status();
+            break;
+          }
+          tmp.data = *block;
           st_status = CopyView(in, tmp);
           if (st_status.ok() && !ViewOf(op, tmp, &views[v])) st_status = Internal("reshape of a contiguous view failed");
         }

@@ -100,6 +100,8 @@ class HostExecutable final : public Executable {
   int64_t temp_bytes = 0;     // all but the results: Note [Result scratch] (planner.cc)
   // Per parameter: LastReads and its reads through views (derived when a stored plan is read).
   std::vector<int> last_read, last_view_read;
+  // Per view value: ViewLastReads (derived when a stored plan is read).
+  std::vector<int> view_last_read;
 };
 
 // Note [Compact iota]: an iota's value along its dimension is the same in every other position,
@@ -126,5 +128,11 @@ Status PlanExecutable(HostExecutable& exe);
 // for what a result reads), or -1; views' own entries stay -1. `through_views` (optional): the
 // same, counting only the reads through views.
 std::vector<int> LastReads(const HostExecutable& exe, std::vector<int>* through_views);
+
+// Per value that is a view (SlotKind::kView): the last step that reads it or a view derived from
+// it (steps.size() for a result), or -1 when nothing does; -1 for every other value. A reshape
+// whose operand's layout cannot be regrouped is copied at run time (Note [Copied views],
+// executor.cc): its copy is released after this step.
+std::vector<int> ViewLastReads(const HostExecutable& exe);
 
 }  // namespace tpu::host

@@ -166,6 +166,7 @@ StatusOr<std::shared_ptr<const HostExecutable>> DeserializePlan(const std::strin
     if (e->slots[p].kind != SlotKind::kParam) return InvalidArgument("corrupt plan: a parameter's slot");
   if (r.remaining() != 0) return InvalidArgument("corrupt plan: trailing bytes");
   e->last_read = LastReads(*e, &e->last_view_read);
+  e->view_last_read = ViewLastReads(*e);
   e->last_read.resize(g.num_params());
   e->last_view_read.resize(g.num_params());
   e->set_identity(Fingerprint(source), options.name, work);

@@ -39,6 +39,39 @@ std::vector<int> LastReads(const HostExecutable& exe, std::vector<int>* through_
   return last;
 }
 
+std::vector<int> ViewLastReads(const HostExecutable& exe) {
+  const Graph& g = exe.graph;
+  const int np = g.num_params(), nv = g.num_values();
+  const int end = static_cast<int>(exe.steps.size());
+  auto is_view = [&](int v) { return v >= np && exe.slots[v].kind == SlotKind::kView; };
+  std::vector<int> last(nv, -1);
+  auto read = [&](int v, int step) {
+    if (is_view(v)) last[v] = std::max(last[v], step);
+  };
+  for (int s = 0; s < end; ++s) {
+    const Step& st = exe.steps[s];
+    if (st.kind == StepKind::kFused) {
+      for (int v : exe.regions[st.index].inputs) read(v, s);
+    } else if (st.kind == StepKind::kRows) {
+      for (int v : exe.rows[st.index].Inputs()) read(v, s);
+    } else {
+      const Op& op = g.ops[st.index];
+      // A view step reads its operand's memory only when it copies (at that same step), and
+      // the start indices of a dynamic slice.
+      for (size_t i = 0; i < op.operands.size(); ++i) read(op.operands[i], s);
+    }
+  }
+  for (int r : g.results) read(r, end);
+  // A view of a view aliases its memory: its reads count for the one it was made from (ops are
+  // in order, so walking them backwards sees every view before the view it derives from).
+  for (int i = static_cast<int>(g.ops.size()) - 1; i >= 0; --i) {
+    const int v = np + i;
+    if (is_view(v) && !g.ops[i].operands.empty() && is_view(g.ops[i].operands[0]))
+      last[g.ops[i].operands[0]] = std::max(last[g.ops[i].operands[0]], last[v]);
+  }
+  return last;
+}
+
 namespace {
 
 // Note [Scratch reuse]: temps live from the step that writes them to the last step that reads them
@@ -284,6 +317,7 @@ Status PlanExecutable(HostExecutable& exe) {
 
   for (int p = 0; p < np; ++p) exe.slots[p].kind = SlotKind::kParam;
   exe.last_read = LastReads(exe, &exe.last_view_read);
+  exe.view_last_read = ViewLastReads(exe);
   PlanScratch(exe, exe.last_read);
   exe.last_read.resize(g.num_params());  // the executor reads the parameters' only
   exe.last_view_read.resize(g.num_params());

@@ -208,6 +208,42 @@ TEST(ViewsTest, InPlaceAfterEveryReadIsWrittenDirectly) {
   out->Release();
 }
 
+TEST(ViewsTest, CopiedViewsTakeScratchUntilTheirLastRead) {
+  // Note [Copied views]: flattening a transposed array copies it. Each copy is device memory
+  // while it is held, and goes back after its last reader: the second copy (of a value computed
+  // from the first) reuses the first's memory, so the launch's peak holds one copy, not two.
+  HostAllocator alloc(0, int64_t{64} << 20);
+  const int64_t n = 64, bytes = n * n * 4;
+  Buffer* x = alloc.Allocate(bytes).value();
+  Buffer* out = alloc.Allocate(bytes).value();
+  float* xd = static_cast<float*>(x->contents());
+  for (int64_t i = 0; i < n * n; ++i) xd[i] = SmallValue(i);
+  Builder b;
+  int xp = b.Param(T(F, {n, n}));
+  int neg = b.Unary(OpCode::kNegate, b.Reshape(xp, {n * n}));  // copy 1, read here
+  int t = b.Transpose(b.Reshape(neg, {n, n}), {1, 0});
+  b.Result(b.Unary(OpCode::kNegate, b.Reshape(t, {n * n})));  // copy 2
+  ExecutablePtr exe = CompileBuilder(b);
+  const auto& plan = static_cast<const HostExecutable&>(*exe);
+  const int64_t buffers = alloc.stats().allocated;
+  {
+    // x bound transposed: x[i][j] is xd[j * n + i].
+    Launch launch{exe, Bindings(Binding(x, 0, F, {n, n}, {1, n})), Bindings(Binding(out, 0, F, {n * n}))};
+    HostExecutor ex(&alloc);
+    RunReport report;
+    alloc.ResetPeak();
+    ASSERT_TRUE(ex.Run(launch, &report).ok());
+    EXPECT_EQ(alloc.stats().peak_allocated,
+              buffers + HostAllocator::RoundSize(plan.temp_bytes) + HostAllocator::RoundSize(bytes));
+    EXPECT_EQ(alloc.stats().allocated, buffers);
+  }
+  // out = flatten(transpose(x)), and x's transpose is xd read in order.
+  const float* od = static_cast<const float*>(out->contents());
+  for (int64_t i = 0; i < n * n; ++i) ASSERT_EQ(od[i], xd[i]) << i;
+  x->Release();
+  out->Release();
+}
+
 TEST(ViewsTest, InPlaceOnAStridedView) {
   // Update every other column of a [3, 8] array in place through a [3, 4] view.
   Builder b;
