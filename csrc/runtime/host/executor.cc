@@ -21,12 +21,40 @@
 namespace tpu::host {
 namespace {
 
-bool Overlaps(const View& a, const View& b) {
-  const char *alo, *ahi, *blo, *bhi;
-  ViewExtent(a, &alo, &ahi);
-  ViewExtent(b, &blo, &bhi);
-  return alo < bhi && blo < ahi;
-}
+// The byte ranges of a launch's parameters (or results), sorted, for its overlap queries: a
+// training step's window binds hundreds of each, and testing every (result, parameter) and
+// (result, result) pair -- building a View per result each time -- cost ~3 ms of a 12 ms ResNet-18
+// fused step.
+class Extents {
+ public:
+  void Add(const View& v) {
+    Item item;
+    ViewExtent(v, &item.lo, &item.hi);
+    item.index = static_cast<int>(items_.size());
+    items_.push_back(item);
+  }
+  void Index() {
+    std::sort(items_.begin(), items_.end(), [](const Item& a, const Item& b) { return a.lo < b.lo; });
+    max_hi_.resize(items_.size());
+    for (size_t j = 0; j < items_.size(); ++j) max_hi_[j] = j ? std::max(max_hi_[j - 1], items_[j].hi) : items_[j].hi;
+  }
+  // Calls f(index) for every range that Overlaps [lo, hi) (the same test: a.lo < b.hi && b.lo < a.hi).
+  template <typename F>
+  void ForEachOverlap(const char* lo, const char* hi, F&& f) const {
+    size_t end = std::lower_bound(items_.begin(), items_.end(), hi, [](const Item& a, const char* x) { return a.lo < x; }) -
+                 items_.begin();
+    for (size_t j = end; j-- > 0 && max_hi_[j] > lo;)
+      if (items_[j].hi > lo) f(items_[j].index);
+  }
+
+ private:
+  struct Item {
+    const char *lo, *hi;
+    int index;
+  };
+  std::vector<Item> items_;
+  std::vector<const char*> max_hi_;
+};
 
 bool SameView(const View& a, const View& b) {
   return a.data == b.data && a.dtype == b.dtype && a.dims == b.dims && a.strides == b.strides;
@@ -236,17 +264,27 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
   SmallVector<bool, 8> direct(g.results.size(), false);
   bool all_direct = true;  // every result in [temp_bytes, scratch_bytes): that range is not taken
   const std::vector<int>& producer_step = e.producer_step;
+  Extents param_extents, result_extents;
+  for (int p = 0; p < np; ++p) param_extents.Add(views[p]);
+  param_extents.Index();
+  std::vector<View> result_views(g.results.size());
+  for (size_t r = 0; r < g.results.size(); ++r) {
+    result_views[r] = HostView(launch.results[r]);
+    result_extents.Add(result_views[r]);
+  }
+  result_extents.Index();
   for (size_t r = 0; r < g.results.size(); ++r) {
     int v = g.results[r];
     if (v < np || e.slots[v].kind != SlotKind::kTemp) continue;
     bool taken = false;
     for (size_t q = 0; q < r; ++q) taken |= direct[q] && g.results[q] == v;
     if (taken) continue;
-    View out = HostView(launch.results[r]);
+    const View& out = result_views[r];
+    const char *lo, *hi;
+    ViewExtent(out, &lo, &hi);
     bool fused = e.steps[producer_step[v]].kind == StepKind::kFused;
     bool safe = fused || out.IsContiguous();
-    for (int p = 0; p < np && safe; ++p) {
-      if (!Overlaps(out, views[p])) continue;
+    if (safe) param_extents.ForEachOverlap(lo, hi, [&](int p) {
       // A result bound over a parameter (an in-place update) is written there by a fused region
       // when every step that reads the parameter's memory runs before the region, or is the
       // region reading it as this same view, not through a view of it (each element just before
@@ -254,11 +292,10 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
       // the parameter is never left half written.) Other views of the same memory are parameters
       // too (a weight and its transpose): each must be read before.
       int s = producer_step[v];
-      safe = fused && e.last_view_read[p] < s &&
+      safe = safe && fused && e.last_view_read[p] < s &&
              (e.last_read[p] < s || (e.last_read[p] == s && SameView(out, views[p])));
-    }
-    for (size_t q = 0; q < launch.results.size() && safe; ++q)
-      if (q != r && Overlaps(out, HostView(launch.results[q]))) safe = false;
+    });
+    if (safe) result_extents.ForEachOverlap(lo, hi, [&](int q) { safe = safe && q == static_cast<int>(r); });
     if (!safe && e.slots[v].offset + TempBytes(g, v) > e.temp_bytes) all_direct = false;
     direct[r] = safe;
   }
