@@ -7,7 +7,8 @@
 * ``debug``: each op runs synchronously and raises at the line that caused it; with
   ``TORCH_TPU_CHECK_NAN=1`` (or ``set_check_nan(True)``) the first op producing NaN/Inf raises.
 * ``fused``: ops are deferred into a window per device that compiles as one program and runs when
-  a value is needed: a host read of pending data (``.item()``, ``.cpu()``, ``print``), a
+  a value is needed: a host read (``.item()``, ``.cpu()``, ``print``; of any value of the device,
+  as strict mode's read waits for everything queued before it), a
   ``synchronize()``, a CPU-fallback op, the window's size limit (option ``window_ops``) or a
   mode change -- and at the end of every ``optimizer.step()`` (Note [Step windows]).
   Shape/dtype/device mistakes still raise at the user's line; a data-dependent error raises at

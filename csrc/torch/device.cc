@@ -528,7 +528,7 @@ void SyncTensor(const at::Tensor& t) {
   static Counter* syncs = GetCounter("host_syncs");
   syncs->Add();
   Buffer* b = BufferOf(t);
-  if (b) PrepareHostAccess(b);
+  if (b) PrepareHostRead(b);
   Queue& q = DeviceOf(t).queue();
   WaitInterruptibly(q, b ? b->last_use() : q.submitted());
   Check(q.SyncBuffer(b));

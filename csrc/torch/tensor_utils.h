@@ -57,11 +57,13 @@ void SyncTensor(const at::Tensor& t);
 void SyncDevice(int index);
 
 // Deferred execution (csrc/torch/deferred): whether new buffers take memory at once (not in fused
-// mode, where values the window never writes take none); before the host reads or writes
-// `buffer`, the open window is cut if it holds a pending value of it; before a device-wide sync,
-// the device's window is cut.
+// mode, where values the window never writes take none); before the host touches `buffer`'s
+// bytes (a resize), the open window is cut if it holds a pending value of it; before the host
+// reads a value (Note [Host reads cut], window.cc) or a device-wide sync, the device's window is
+// cut.
 bool MaterializeEagerly();
 void PrepareHostAccess(Buffer* buffer);
+void PrepareHostRead(Buffer* buffer);
 // Whether the open window reads or writes `buffer` (a host write must then be ordered inside it).
 bool DeferredUses(Buffer* buffer);
 void PrepareDeviceSync(int device);

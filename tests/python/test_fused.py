@@ -190,6 +190,39 @@ def test_training_matches_cpu_and_compiles_nothing_in_steady_state(fused, no_fal
     assert counters()["compiles"] <= first, "later steps of the same loop compiled new programs"
 
 
+def test_a_host_read_of_a_ready_value_cuts_the_window(fused):
+    """Note [Host reads cut]: .item() of a value an earlier window computed still cuts the open
+    window (strict mode's read waits for everything queued before it too)."""
+    ready = torch.ones(4, device="tpu").sum()
+    ready.item()
+    pending = torch.arange(4.0, device="tpu") * 2
+    assert torch_tpu.debug.pending_ops() >= 1
+    assert ready.item() == 4.0
+    assert torch_tpu.debug.pending_ops() == 0
+    assert torch_tpu.metrics.window_cuts()["host_read"] == 2
+    torch.testing.assert_close(pending.cpu(), torch.arange(4.0) * 2)
+
+
+def test_backward_windows_overlap_and_match(fused, no_fallback):
+    """Note [Backward windows]: with option window_at_backward a training step is three windows
+    (forward, backward, optimizer step), the values are the single window's, and the steady
+    state compiles nothing."""
+    one_losses, one_params = _mlp_losses("tpu")
+    with restored_option("window_at_backward") as set_option:
+        set_option(True)
+        torch_tpu.metrics.reset()
+        losses, params = _mlp_losses("tpu")
+        cuts = torch_tpu.metrics.window_cuts()
+        assert cuts.get("backward") == 2 * 4 and cuts.get("optimizer_step") == 4, cuts
+        torch_tpu.metrics.reset()
+        with torch_tpu.compile_cache.cache_only():
+            _mlp_losses("tpu", steps=6)
+        assert counters()["compiles"] == 0
+    assert losses == one_losses
+    for a, b in zip(params, one_params):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 def test_two_threads_record_into_one_window_in_order(fused):
     results = {}
 

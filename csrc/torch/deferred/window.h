@@ -48,6 +48,7 @@ enum class CutReason : int {
   kCompiledGraph,  // a compiled graph is launched and reads or writes what the window holds
   kCollective,     // a collective reads or writes a storage the window uses (distributed/issue.h)
   kOptimizerStep,  // an optimizer's step() returned: a training step's end (torch_tpu/modes.py)
+  kBackward,       // a backward pass begins or ends (Note [Backward windows], window.cc)
   kCount
 };
 const char* CutReasonName(CutReason reason);
@@ -170,6 +171,7 @@ class Window {
   std::shared_ptr<std::vector<OpOrigin>> origins_;  // per recorded op
   Fingerprint128 fingerprint_;
   int64_t num_ops_ = 0;
+  int autograd_task_ = -1;  // the autograd graph task the last op was recorded in (-1: none)
 };
 
 Window& WindowFor(int device);
