@@ -1,11 +1,13 @@
 // Random bits: Philox4x32-10, a counter-based generator. The state operand is {seed, offset};
 // element i of the result is word (i % 4) of the block at counter (i / 4, offset), so a program
 // is reproducible from (seed, offset) alone and the generator only advances its offset. Blocks
-// are independent, so large outputs are filled by the pool (the bits do not depend on it).
+// are independent, so large outputs are filled by the pool (the bits do not depend on it), each
+// thread's blocks by the vector kernel (rng_simd.cc).
 #include <cstdint>
 
 #include "base/thread_pool.h"
 #include "runtime/host/kernels.h"
+#include "runtime/host/rng_simd.h"
 
 namespace tpu::host {
 namespace {
@@ -38,18 +40,18 @@ Status RunRngBits(const Op& op, const View& state, const View& out) {
   uint64_t seed = st[0], offset = st[state.dims.empty() ? 0 : state.strides[0]];
   uint32_t* o = static_cast<uint32_t*>(out.data);
   int64_t n = out.NumElements();
-  auto fill = [&](int64_t b0, int64_t b1) {
-    for (int64_t block = b0; block < b1; ++block) {
-      uint32_t ctr[4] = {static_cast<uint32_t>(block), static_cast<uint32_t>(static_cast<uint64_t>(block) >> 32),
-                         static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)};
-      uint32_t key[2] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
-      Philox(ctr, key);
-      for (int j = 0; j < 4 && block * 4 + j < n; ++j) o[block * 4 + j] = ctr[j];
-    }
-  };
-  int64_t blocks = (n + 3) / 4;
-  if (n >= (int64_t{1} << 15)) ThreadPool::Get().ParallelFor(blocks, 1024, fill);
-  else fill(0, blocks);
+  // Whole blocks (4 words) by the vector kernel, the last partial block here.
+  const int64_t whole = n / 4;
+  auto fill = [&](int64_t b0, int64_t b1) { PhiloxBlocks(seed, offset, b0, b1, o); };
+  if (n >= (int64_t{1} << 15)) ThreadPool::Get().ParallelFor(whole, 1024, fill);
+  else fill(0, whole);
+  if (n % 4) {
+    uint32_t ctr[4] = {static_cast<uint32_t>(whole), static_cast<uint32_t>(static_cast<uint64_t>(whole) >> 32),
+                       static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)};
+    uint32_t key[2] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
+    Philox(ctr, key);
+    for (int64_t j = 0; j < n % 4; ++j) o[whole * 4 + j] = ctr[j];
+  }
   return Status::Ok();
 }
 
