@@ -107,6 +107,20 @@ void RoundToDType(void* reg, DType t, int64_t n) {
   }
 }
 
+// Whether converting a value held in a register of `from` to `to` leaves the register as it is:
+// `to` takes every value of `from` exactly, in the same register class.
+bool ConvertKeepsRegister(DType from, DType to) {
+  switch (to) {
+    case DType::kF32: return from == DType::kF32 || from == DType::kBF16 || from == DType::kF16;
+    case DType::kF64: return from == DType::kF64;
+    case DType::kI32:
+      return from == DType::kI32 || from == DType::kI16 || from == DType::kI8 || from == DType::kU8 ||
+             from == DType::kBool;
+    case DType::kI64: return from == DType::kI64 || from == DType::kU32;
+    default: return from == to;
+  }
+}
+
 // Loads n elements of `t` at p (stride in elements) into a register of ClassOf(t).
 template <typename R, typename M>
 void LoadAs(const char* p, int64_t stride, int64_t n, R* out) {
@@ -653,8 +667,19 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
     bool in_place = splat_of[k] >= 0 || (flat(o) && IsRegisterLayout(o.dtype));
     store_of[k] = in_place ? -1 : nstored++;
   }
+  // Note [Register-preserving converts]: a convert whose result's register holds the same value
+  // (bfloat16 -> float32: the register already holds it as float32) reads its operand's register
+  // instead of copying it (a bfloat16 op upcasts each input so: a third of the region's work).
+  int alias_of[kMaxRegionValues];
   for (int i = 0; i < nops; ++i) {
-    bool none = (direct_out >= 0 && nin + i == last_slot) ||
+    const Op& op = g.ops[region.ops[i]];
+    const bool direct = direct_out >= 0 && nin + i == last_slot;
+    alias_of[nin + i] = !direct && !(composites && region.composite[i] != FusedRegion::Composite::kNone) &&
+                                op.code == OpCode::kConvert &&
+                                ConvertKeepsRegister(g.TypeOf(op.operands[0]).dtype, op.type.dtype)
+                            ? region.operand_slots[i][0]
+                            : -1;
+    bool none = direct || alias_of[nin + i] >= 0 ||
                 (composites && region.composite[i] == FusedRegion::Composite::kCovered);
     store_of[nin + i] = none ? -1 : nstored++;
   }
@@ -723,6 +748,10 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
       if (composite == C::kCovered) continue;  // only its chain reads it (Note [Region composites])
       const Op& op = g.ops[region.ops[i]];
       int slot = nin + i;
+      if (alias_of[slot] >= 0) {  // Note [Register-preserving converts]
+        regs[slot] = regs[alias_of[slot]];
+        continue;
+      }
       void* out = store_of[slot] >= 0 ? storage(slot) : nullptr;
       if (direct_out >= 0 && slot == last_slot) {
         const Operand& o = operands[nin + direct_out];

@@ -339,6 +339,39 @@ TEST(ElementwiseTest, U32IsUnsigned) {
   EXPECT_EQ(mx, (std::vector<uint32_t>{0x80000000u, 0xFFFFFFFFu, 7, 3000000000u}));
 }
 
+TEST(ElementwiseTest, WideningConvertsInsideARegionKeepTheirValues) {
+  // Note [Register-preserving converts]: u8 -> i32, u32 -> i64 and bf16 -> f32 read their
+  // operand's register; the results are those of converting first.
+  Builder b;
+  int x = b.Param(T(DType::kU8, {5}));
+  int u = b.Param(T(DType::kU32, {5}));
+  int h = b.Param(T(DType::kBF16, {5}));
+  int xi = b.Convert(x, DType::kI32);
+  b.Result(xi);
+  b.Result(b.Binary(OpCode::kMultiply, xi, b.ScalarLike(3, xi)));
+  int ui = b.Convert(u, DType::kI64);
+  b.Result(b.Binary(OpCode::kAdd, ui, b.ScalarLike(1, ui)));
+  int hf = b.Convert(h, DType::kF32);
+  b.Result(b.Binary(OpCode::kMultiply, hf, hf));
+  std::vector<uint8_t> xv = {0, 7, 200, 255, 1};
+  std::vector<uint32_t> uv = {0, 4294967295u, 123, 2147483648u, 5};
+  std::vector<uint16_t> hv = {ToBf16(1.5f), ToBf16(-3.0f), ToBf16(0.1f), ToBf16(1e20f), ToBf16(2.0f)};
+  std::vector<int32_t> o1(5), o2(5);
+  std::vector<int64_t> o3(5);
+  std::vector<float> o4(5);
+  ASSERT_TRUE(RunProgram(b,
+                         Bindings(Bind(xv, DType::kU8, {5}), Bind(uv, DType::kU32, {5}), Bind(hv, DType::kBF16, {5})),
+                         Bindings(Bind(o1, DType::kI32, {5}), Bind(o2, DType::kI32, {5}), Bind(o3, DType::kI64, {5}),
+                                  Bind(o4, DType::kF32, {5})))
+                  .ok());
+  for (int k = 0; k < 5; ++k) {
+    EXPECT_EQ(o1[k], xv[k]) << k;
+    EXPECT_EQ(o2[k], 3 * xv[k]) << k;
+    EXPECT_EQ(o3[k], static_cast<int64_t>(uv[k]) + 1) << k;
+    EXPECT_EQ(o4[k], FromBf16(hv[k]) * FromBf16(hv[k])) << k;
+  }
+}
+
 TEST(ElementwiseTest, ConvertsBetweenClasses) {
   Builder b;
   int x = b.Param(T(DType::kF32, {6}));
