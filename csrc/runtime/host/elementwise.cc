@@ -24,6 +24,18 @@
 namespace tpu::host {
 namespace {
 
+// Note [Generic loops per ISA]: the kernels for float32 run on Highway (elementwise_simd.cc); the
+// generic loops below (loads and stores of every dtype, conversions, integer and float64 ops) are
+// plain C++, which the baseline x86-64 target (SSE2) vectorizes poorly or not at all: converting
+// u32 -> i64 -> f32 and storing bool ran at ~2 elements per ns. GCC builds each of them for
+// AVX2 and x86-64-v4 (AVX-512) too and picks one when the library loads (target_clones, an ifunc).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
+#define TPU_ISA_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
+#else
+#define TPU_ISA_CLONES
+#endif
+
 constexpr int64_t kTile = 256;
 // Note [Tile length]: a tile is kTile elements or a multiple of it. Each tile costs a fixed amount
 // (offsets, one kernel call per op, stores), about as much as a kernel spends on 256 elements, so
@@ -74,14 +86,12 @@ inline uint16_t F32ToBf16(float f) {
 }
 inline float RoundF16(float f) { return static_cast<float>(static_cast<Half>(f)); }
 
-// Wraps an i32 register value to a narrow type's width.
-inline int32_t WrapI32(int32_t v, DType t) {
-  switch (t) {
-    case DType::kI16: return static_cast<int16_t>(v);
-    case DType::kI8: return static_cast<int8_t>(v);
-    case DType::kU8: return static_cast<uint8_t>(v);
-    case DType::kBool: return v != 0;
-    default: return v;  // i32
+// Wraps register values to the width of N (bool: != 0).
+template <typename N, typename R>
+TPU_ISA_CLONES void WrapLoop(R* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<N, bool>) x[i] = x[i] != 0;
+    else x[i] = static_cast<N>(x[i]);
   }
 }
 
@@ -93,16 +103,11 @@ void RoundToDType(void* reg, DType t, int64_t n) {
       for (int64_t i = 0; i < n; ++i) f[i] = RoundF16(f[i]);
       break;
     }
-    case DType::kI16: case DType::kI8: case DType::kU8: case DType::kBool: {
-      int32_t* x = static_cast<int32_t*>(reg);
-      for (int64_t i = 0; i < n; ++i) x[i] = WrapI32(x[i], t);
-      break;
-    }
-    case DType::kU32: {
-      int64_t* x = static_cast<int64_t*>(reg);
-      for (int64_t i = 0; i < n; ++i) x[i] = static_cast<uint32_t>(x[i]);
-      break;
-    }
+    case DType::kI16: WrapLoop<int16_t>(static_cast<int32_t*>(reg), n); break;
+    case DType::kI8: WrapLoop<int8_t>(static_cast<int32_t*>(reg), n); break;
+    case DType::kU8: WrapLoop<uint8_t>(static_cast<int32_t*>(reg), n); break;
+    case DType::kBool: WrapLoop<bool>(static_cast<int32_t*>(reg), n); break;
+    case DType::kU32: WrapLoop<uint32_t>(static_cast<int64_t*>(reg), n); break;
     default: break;
   }
 }
@@ -123,6 +128,7 @@ bool ConvertKeepsRegister(DType from, DType to) {
 
 // Loads n elements of `t` at p (stride in elements) into a register of ClassOf(t).
 template <typename R, typename M>
+TPU_ISA_CLONES
 void LoadAs(const char* p, int64_t stride, int64_t n, R* out) {
   const M* m = reinterpret_cast<const M*>(p);
   if (stride == 1) for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(m[i]);
@@ -163,6 +169,7 @@ void Load(DType t, const char* p, int64_t stride, int64_t n, void* reg) {
 }
 
 template <typename R, typename M>
+TPU_ISA_CLONES
 void StoreAs(const R* in, int64_t n, char* p, int64_t stride) {
   M* m = reinterpret_cast<M*>(p);
   if (stride == 1) for (int64_t i = 0; i < n; ++i) m[i] = static_cast<M>(in[i]);
@@ -200,6 +207,7 @@ void Store(DType t, const void* reg, int64_t n, char* p, int64_t stride) {
 
 // Converts a register between classes.
 template <typename To, typename From>
+TPU_ISA_CLONES
 void ConvertReg(const From* in, To* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
@@ -310,6 +318,7 @@ inline T IntRem(T a, T b) {
 }
 
 template <typename T>
+TPU_ISA_CLONES
 bool BinaryLoop(OpCode code, const T* a, const T* b, T* o, int64_t n) {
   switch (code) {
     case OpCode::kAdd: for (int64_t i = 0; i < n; ++i) o[i] = WrapAdd(a[i], b[i]); return true;
@@ -353,6 +362,7 @@ bool BinaryLoop(OpCode code, const T* a, const T* b, T* o, int64_t n) {
 }
 
 template <typename T>
+TPU_ISA_CLONES
 void CompareLoop(CompareDirection dir, const T* a, const T* b, int32_t* o, int64_t n) {
   switch (dir) {
     case CompareDirection::kEQ: for (int64_t i = 0; i < n; ++i) o[i] = a[i] == b[i]; return;
@@ -365,11 +375,13 @@ void CompareLoop(CompareDirection dir, const T* a, const T* b, int32_t* o, int64
 }
 
 template <typename T>
+TPU_ISA_CLONES
 void SelectLoop(const int32_t* p, const T* a, const T* b, T* o, int64_t n) {
   for (int64_t i = 0; i < n; ++i) o[i] = p[i] ? a[i] : b[i];
 }
 
 template <typename T>
+TPU_ISA_CLONES
 void ClampLoop(const T* lo, const T* x, const T* hi, T* o, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     T v = x[i];
