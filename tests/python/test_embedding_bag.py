@@ -57,6 +57,21 @@ def test_include_last_offset(mode_name, no_fallback):
     compare(weight(), INDICES, offsets, mode=mode_name, include_last_offset=True)
 
 
+@pytest.mark.parametrize("n,bags", [(96, 40), (700, 240)])  # both sides of the counted-bag table
+@pytest.mark.parametrize("include_last_offset", [False, True])
+def test_many_bags_find_their_indices(n, bags, include_last_offset, no_fallback):
+    """Each index finds its bag by counting the offsets at or before it when indices x bags is
+    small (<= 65536), else by a binary search over them: both against CPU, empty bags included."""
+    g = torch.Generator().manual_seed(n)
+    indices = torch.randint(0, 50, (n,), generator=g)
+    offsets = torch.sort(torch.randint(0, n + 1, (bags,), generator=g)).values
+    offsets[0] = 0
+    if include_last_offset:
+        offsets[-1] = n  # the terminal offset
+    for mode_name in ("sum", "max"):
+        compare(weight(rows=50), indices, offsets, mode=mode_name, include_last_offset=include_last_offset)
+
+
 def test_indices_after_the_terminal_offset_belong_to_no_bag(no_fallback):
     w, offsets = weight(), torch.tensor([0, 2, 2, 4, 7])  # indices 7.. are in no bag
     actual = run("tpu", w, INDICES, offsets, mode="mean", include_last_offset=True)

@@ -4,7 +4,8 @@
 // A bag is the run of indices from offsets[b] up to the next offset; the last bag runs to the end
 // of the indices, or with include_last_offset to the terminal offset (the documented meaning;
 // PyTorch 2.13's CPU kernel does this only on its fast path). Each index finds its bag with a
-// binary search over the sorted offsets (log2(bags) gathers), and the rows are combined with one
+// binary search over the sorted offsets (log2(bags) gathers; a count of the offsets at or before
+// it when indices x bags is small), and the rows are combined with one
 // scatter into a (bags + 1, dim) buffer whose extra row swallows padding_idx entries.
 //
 // The auxiliary results have the shapes PyTorch's meta kernel gives a non-CPU device:
@@ -92,8 +93,17 @@ int ScatterRows(Builder& b, int buffer, int idx, int rows, ReduceKind kind) {
 }
 
 // For every index position i in [0, n), the bag it belongs to: the largest b with
-// starts[b] <= i (-1 before the first bag). Jumps of decreasing powers of two (a binary search).
+// starts[b] <= i (-1 before the first bag). Jumps of decreasing powers of two (a binary search),
+// or, when the (n, bags) table is small, the count of starts <= i, less one (the same for sorted
+// offsets): five ops instead of ~11 per halving, so a DLRM feature's program is a fraction of the
+// size to build, hash and run.
+constexpr int64_t kCountedBagTable = int64_t{1} << 16;
 int BagOfEachIndex(Builder& b, int starts, int64_t bags, int64_t n) {
+  if (n * bags <= kCountedBagTable) {
+    int at_or_after = b.Compare(CompareDirection::kLE, b.BroadcastInDim(starts, {n, bags}, {1}),
+                                b.Iota(TensorType{DType::kI64, {n, bags}}, 0));
+    return b.Binary(OpCode::kSubtract, nn::Sum(b, b.Convert(at_or_after, DType::kI64), {1}), I64(b, 1, {n}));
+  }
   int i = b.Iota(TensorType{DType::kI64, {n}}, 0);
   int pos = I64(b, -1, {n});
   int64_t step = 1;
