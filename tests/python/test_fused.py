@@ -218,9 +218,12 @@ def test_backward_windows_overlap_and_match(fused, no_fallback):
         with torch_tpu.compile_cache.cache_only():
             _mlp_losses("tpu", steps=6)
         assert counters()["compiles"] == 0
-    assert losses == one_losses
+    # The same ops in other programs: the host executor gives the same bits; XLA (the pjrt
+    # backend) fuses each program its own way, which may change the last bits of a sum (1 ulp of
+    # the first loss there); the tolerance is the one this file holds training to against CPU.
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(one_losses), rtol=1e-5, atol=1e-5)
     for a, b in zip(params, one_params):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
 def test_two_threads_record_into_one_window_in_order(fused):

@@ -173,9 +173,10 @@ void Window::Record(const Graph& g, Binding* params, size_t num_params, const Bi
   // backward's while the optimizer step is. The cuts fall at the same op of every step, so the
   // windows keep their fingerprints. The price is memory: the forward's window writes every
   // activation the backward reads (a single window recomputes some, Note [Rematerialization])
-  // and holds its scratch beside them all. Measured (bench_models, tests/python/test_steady_state
-  // gpt_peak): ResNet-50 train fused/strict 0.69 -> 0.88, DDPM 0.92 -> 1.14, while the small
-  // GPT's fused peak rose from 2.60 MB to 3.59 MB (strict: 2.84-2.98 MB).
+  // and holds its scratch beside them all. Measured (bench_models --threads 2, one run each way,
+  // noisy): ResNet-50 train fused/strict 0.69 -> 0.83, ResNet-18 0.72 -> 0.78, DLRM 0.90 -> 1.08,
+  // while the small GPT's fused peak (tests/python/test_steady_state.py gpt_peak) rose from
+  // 2.60 MB to 3.59 MB (strict: 2.84-2.98 MB).
   if (const int task = torch::autograd::get_current_graph_task_id(); task != autograd_task_) {
     autograd_task_ = task;
     if (!capture_ && num_ops_ > 0 && Flags().window_at_backward) CutLocked(CutReason::kBackward);

@@ -100,9 +100,9 @@ int ScatterRows(Builder& b, int buffer, int idx, int rows, ReduceKind kind) {
 constexpr int64_t kCountedBagTable = int64_t{1} << 16;
 int BagOfEachIndex(Builder& b, int starts, int64_t bags, int64_t n) {
   if (n * bags <= kCountedBagTable) {
-    int at_or_after = b.Compare(CompareDirection::kLE, b.BroadcastInDim(starts, {n, bags}, {1}),
-                                b.Iota(TensorType{DType::kI64, {n, bags}}, 0));
-    return b.Binary(OpCode::kSubtract, nn::Sum(b, b.Convert(at_or_after, DType::kI64), {1}), I64(b, 1, {n}));
+    int started = b.Compare(CompareDirection::kLE, b.BroadcastInDim(starts, {n, bags}, {1}),
+                            b.Iota(TensorType{DType::kI64, {n, bags}}, 0));  // starts[b] <= i
+    return b.Binary(OpCode::kSubtract, nn::Sum(b, b.Convert(started, DType::kI64), {1}), I64(b, 1, {n}));
   }
   int i = b.Iota(TensorType{DType::kI64, {n}}, 0);
   int pos = I64(b, -1, {n});
