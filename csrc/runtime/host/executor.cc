@@ -52,8 +52,8 @@ class Extents {
     const char *lo, *hi;
     int index;
   };
-  std::vector<Item> items_;
-  std::vector<const char*> max_hi_;
+  SmallVector<Item, 8> items_;  // a one-op launch takes no heap memory for its few bindings
+  SmallVector<const char*, 8> max_hi_;
 };
 
 bool SameView(const View& a, const View& b) {
@@ -330,7 +330,7 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
       for (int d = 0; d < t.rank(); ++d) views[v].strides[d] = d == g.Producer(v).attrs.i ? 1 : 0;
   }
   for (size_t r = 0; r < g.results.size(); ++r)
-    if (direct[r]) views[g.results[r]] = HostView(launch.results[r]);
+    if (direct[r]) views[g.results[r]] = std::move(result_views[r]);
   // Note [Copied views]: a reshape whose operand's layout cannot be regrouped (a transposed
   // slice flattened) copies the operand contiguously first, which the plan cannot foresee: a
   // parameter's layout is its binding's (strided bindings). The copy comes from the device's

@@ -7,10 +7,34 @@
 
 namespace tpu::host {
 
+namespace {
+
+// Calls read(v, step, view_base) for every value each step reads, then read(r, steps.size(),
+// false) for every result; `view_base`: the operand a view step makes its view of (whose memory it
+// reads only when it copies).
+template <typename F>
+void ForEachRead(const HostExecutable& exe, F&& read) {
+  const Graph& g = exe.graph;
+  const int end = static_cast<int>(exe.steps.size());
+  for (int s = 0; s < end; ++s) {
+    const Step& st = exe.steps[s];
+    if (st.kind == StepKind::kFused) {
+      for (int v : exe.regions[st.index].inputs) read(v, s, false);
+    } else if (st.kind == StepKind::kRows) {
+      for (int v : exe.rows[st.index].Inputs()) read(v, s, false);
+    } else {
+      const Op& op = g.ops[st.index];
+      for (size_t i = 0; i < op.operands.size(); ++i) read(op.operands[i], s, st.kind == StepKind::kView && i == 0);
+    }
+  }
+  for (int r : g.results) read(r, end, false);
+}
+
+}  // namespace
+
 std::vector<int> LastReads(const HostExecutable& exe, std::vector<int>* through_views) {
   const Graph& g = exe.graph;
   const int np = g.num_params(), nv = g.num_values();
-  const int end = static_cast<int>(exe.steps.size());
   // The value whose memory a value's reads touch: itself, or the base of a chain of views.
   std::vector<int> root(nv);
   for (int v = 0; v < nv; ++v) {
@@ -19,49 +43,25 @@ std::vector<int> LastReads(const HostExecutable& exe, std::vector<int>* through_
   }
   std::vector<int> last(nv, -1);
   if (through_views) through_views->assign(nv, -1);
-  auto read = [&](int v, int step) {
+  // A view reads nothing itself (its readers read its base), except the start indices of a
+  // dynamic slice.
+  ForEachRead(exe, [&](int v, int step, bool view_base) {
+    if (view_base) return;
     last[root[v]] = std::max(last[root[v]], step);
     if (through_views && root[v] != v) (*through_views)[root[v]] = std::max((*through_views)[root[v]], step);
-  };
-  for (int s = 0; s < end; ++s) {
-    const Step& st = exe.steps[s];
-    if (st.kind == StepKind::kFused) {
-      for (int v : exe.regions[st.index].inputs) read(v, s);
-    } else if (st.kind == StepKind::kRows) {
-      for (int v : exe.rows[st.index].Inputs()) read(v, s);
-    } else {
-      const Op& op = g.ops[st.index];
-      // A view reads nothing itself, except the start indices of a dynamic slice.
-      for (size_t i = st.kind == StepKind::kView ? 1 : 0; i < op.operands.size(); ++i) read(op.operands[i], s);
-    }
-  }
-  for (int r : g.results) read(r, end);
+  });
   return last;
 }
 
 std::vector<int> ViewLastReads(const HostExecutable& exe) {
   const Graph& g = exe.graph;
   const int np = g.num_params(), nv = g.num_values();
-  const int end = static_cast<int>(exe.steps.size());
   auto is_view = [&](int v) { return v >= np && exe.slots[v].kind == SlotKind::kView; };
   std::vector<int> last(nv, -1);
-  auto read = [&](int v, int step) {
+  // A view step reads its base's memory when it copies, at that same step.
+  ForEachRead(exe, [&](int v, int step, bool) {
     if (is_view(v)) last[v] = std::max(last[v], step);
-  };
-  for (int s = 0; s < end; ++s) {
-    const Step& st = exe.steps[s];
-    if (st.kind == StepKind::kFused) {
-      for (int v : exe.regions[st.index].inputs) read(v, s);
-    } else if (st.kind == StepKind::kRows) {
-      for (int v : exe.rows[st.index].Inputs()) read(v, s);
-    } else {
-      const Op& op = g.ops[st.index];
-      // A view step reads its operand's memory only when it copies (at that same step), and
-      // the start indices of a dynamic slice.
-      for (size_t i = 0; i < op.operands.size(); ++i) read(op.operands[i], s);
-    }
-  }
-  for (int r : g.results) read(r, end);
+  });
   // A view of a view aliases its memory: its reads count for the one it was made from (ops are
   // in order, so walking them backwards sees every view before the view it derives from).
   for (int i = static_cast<int>(g.ops.size()) - 1; i >= 0; --i) {

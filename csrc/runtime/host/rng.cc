@@ -40,18 +40,21 @@ Status RunRngBits(const Op& op, const View& state, const View& out) {
   uint64_t seed = st[0], offset = st[state.dims.empty() ? 0 : state.strides[0]];
   uint32_t* o = static_cast<uint32_t*>(out.data);
   int64_t n = out.NumElements();
-  // Whole blocks (4 words) by the vector kernel, the last partial block here.
-  const int64_t whole = n / 4;
-  auto fill = [&](int64_t b0, int64_t b1) { PhiloxBlocks(seed, offset, b0, b1, o); };
-  if (n >= (int64_t{1} << 15)) ThreadPool::Get().ParallelFor(whole, 1024, fill);
-  else fill(0, whole);
-  if (n % 4) {
-    uint32_t ctr[4] = {static_cast<uint32_t>(whole), static_cast<uint32_t>(static_cast<uint64_t>(whole) >> 32),
+  auto block = [&](int64_t b, int64_t words) {  // the first `words` words of block b
+    uint32_t ctr[4] = {static_cast<uint32_t>(b), static_cast<uint32_t>(static_cast<uint64_t>(b) >> 32),
                        static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)};
     uint32_t key[2] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
     Philox(ctr, key);
-    for (int64_t j = 0; j < n % 4; ++j) o[whole * 4 + j] = ctr[j];
-  }
+    for (int64_t j = 0; j < words; ++j) o[b * 4 + j] = ctr[j];
+  };
+  // Whole blocks by the vector kernel (what it leaves, here); the last partial block here.
+  const int64_t whole = n / 4;
+  auto fill = [&](int64_t b0, int64_t b1) {
+    for (int64_t b = PhiloxBlocks(seed, offset, b0, b1, o); b < b1; ++b) block(b, 4);
+  };
+  if (n >= (int64_t{1} << 15)) ThreadPool::Get().ParallelFor(whole, 1024, fill);
+  else fill(0, whole);
+  if (n % 4) block(whole, n % 4);
   return Status::Ok();
 }
 

@@ -24,7 +24,7 @@ HWY_INLINE void MulHiLo(D d, V a, V m, V* hi, V* lo) {
 }
 #endif
 
-void Blocks(uint64_t seed, uint64_t offset, int64_t b0, int64_t b1, uint32_t* out) {
+int64_t Blocks(uint64_t seed, uint64_t offset, int64_t b0, int64_t b1, uint32_t* out) {
   int64_t b = b0;
 #if HWY_TARGET != HWY_SCALAR
   const hn::ScalableTag<uint32_t> d;
@@ -32,8 +32,8 @@ void Blocks(uint64_t seed, uint64_t offset, int64_t b0, int64_t b1, uint32_t* ou
   const auto m0 = hn::Set(d, 0xD2511F53u), m1 = hn::Set(d, 0xCD9E8D57u);
   const auto c2_init = hn::Set(d, static_cast<uint32_t>(offset)), c3_init = hn::Set(d, static_cast<uint32_t>(offset >> 32));
   const auto lane = hn::Iota(d, 0);
-  // The counter's high word is one value per vector: batches that would cross 2^32 blocks (a
-  // draw of 2^34 words) are left to the scalar loop below.
+  // The counter's high word is one value per vector: a batch that would cross 2^32 blocks (a
+  // draw of 2^34 words) ends the vector loop, like the last partial batch.
   for (; b + N <= b1 && (static_cast<uint64_t>(b) >> 32) == (static_cast<uint64_t>(b + N - 1) >> 32); b += N) {
     auto c0 = hn::Add(hn::Set(d, static_cast<uint32_t>(b)), lane);
     auto c1 = hn::Set(d, static_cast<uint32_t>(static_cast<uint64_t>(b) >> 32));
@@ -53,22 +53,7 @@ void Blocks(uint64_t seed, uint64_t offset, int64_t b0, int64_t b1, uint32_t* ou
     hn::StoreInterleaved4(c0, c1, c2, c3, d, out + 4 * b);
   }
 #endif
-  for (; b < b1; ++b) {  // the scalar definition (rng.cc)
-    uint32_t c[4] = {static_cast<uint32_t>(b), static_cast<uint32_t>(static_cast<uint64_t>(b) >> 32),
-                     static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)};
-    uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-    for (int round = 0; round < 10; ++round) {
-      const uint64_t p0 = uint64_t{0xD2511F53u} * c[0], p1 = uint64_t{0xCD9E8D57u} * c[2];
-      const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c[1] ^ k0, n2 = static_cast<uint32_t>(p0 >> 32) ^ c[3] ^ k1;
-      c[0] = n0;
-      c[1] = static_cast<uint32_t>(p1);
-      c[2] = n2;
-      c[3] = static_cast<uint32_t>(p0);
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
-    }
-    for (int j = 0; j < 4; ++j) out[4 * b + j] = c[j];
-  }
+  return b;
 }
 
 }  // namespace HWY_NAMESPACE
@@ -78,8 +63,8 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace tpu::host {
 HWY_EXPORT(Blocks);
-void PhiloxBlocks(uint64_t seed, uint64_t offset, int64_t b0, int64_t b1, uint32_t* out) {
-  HWY_DYNAMIC_DISPATCH(Blocks)(seed, offset, b0, b1, out);
+int64_t PhiloxBlocks(uint64_t seed, uint64_t offset, int64_t b0, int64_t b1, uint32_t* out) {
+  return HWY_DYNAMIC_DISPATCH(Blocks)(seed, offset, b0, b1, out);
 }
 }  // namespace tpu::host
 #endif

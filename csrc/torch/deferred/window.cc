@@ -177,9 +177,11 @@ void Window::Record(const Graph& g, Binding* params, size_t num_params, const Bi
   // noisy): ResNet-50 train fused/strict 0.69 -> 0.83, ResNet-18 0.72 -> 0.78, DLRM 0.90 -> 1.08,
   // while the small GPT's fused peak (tests/python/test_steady_state.py gpt_peak) rose from
   // 2.60 MB to 3.59 MB (strict: 2.84-2.98 MB).
-  if (const int task = torch::autograd::get_current_graph_task_id(); task != autograd_task_) {
-    autograd_task_ = task;
-    if (!capture_ && num_ops_ > 0 && Flags().window_at_backward) CutLocked(CutReason::kBackward);
+  if (!capture_ && Flags().window_at_backward) {  // (only then: this runs for every op)
+    if (const int task = torch::autograd::get_current_graph_task_id(); task != autograd_task_) {
+      autograd_task_ = task;
+      if (num_ops_ > 0) CutLocked(CutReason::kBackward);
+    }
   }
   // A storage pending under one dtype, used under another, would need a bitcast: cut instead.
   bool alias = false;
@@ -444,8 +446,11 @@ bool RecordsIntoWindow() {
 
 bool MaterializeEagerly() { return GetEagerMode() != EagerMode::kFused && ActiveCapture() == nullptr; }
 
+constexpr const char* kHostReadBreak =
+    "it reads a device value on the host (.item(), .tolist(), .cpu(), printing, or an op whose result size depends on the data)";
+
 void PrepareHostAccess(Buffer* buffer) {
-  if (ActiveCapture()) CaptureBreak("it reads a device value on the host (.item(), .tolist(), .cpu(), printing, or an op whose result size depends on the data)");
+  if (ActiveCapture()) CaptureBreak(kHostReadBreak);
   WindowFor(buffer->device()).CutIfPending(buffer, CutReason::kHostRead);
 }
 
@@ -457,8 +462,13 @@ void PrepareHostAccess(Buffer* buffer) {
 // open and joins the next step's window, or a window of whatever the program does next, which a
 // failure there would take down with it.
 void PrepareHostRead(Buffer* buffer) {
-  if (ActiveCapture()) CaptureBreak("it reads a device value on the host (.item(), .tolist(), .cpu(), printing, or an op whose result size depends on the data)");
-  WindowFor(buffer->device()).Cut(CutReason::kHostRead);
+  if (ActiveCapture()) CaptureBreak(kHostReadBreak);
+  Window& w = WindowFor(buffer->device());
+  // Outside window modes the window is empty but for what was recorded before a mode change that
+  // did not cut it: the value read is all that must run (as in PrepareHostAccess), and a cut of
+  // the empty window would reset it at every read.
+  if (RecordsIntoWindow()) w.Cut(CutReason::kHostRead);
+  else w.CutIfPending(buffer, CutReason::kHostRead);
 }
 
 void PrepareDeviceSync(int device) {
