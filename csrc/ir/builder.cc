@@ -263,8 +263,29 @@ int Builder::DotGeneral(int lhs, int rhs, const Dims& lb, const Dims& rb, const 
   return Add(OpCode::kDotGeneral, {lhs, rhs}, std::move(t), std::move(a));
 }
 
+namespace {
+// Batching dims: as many of the operand's as of the indices', each pair of one size, none the
+// index vector dim, none repeated.
+bool BatchingOk(const TensorType& op, const TensorType& idx, const Dims& ob, const Dims& ib) {
+  if (ob.size() != ib.size()) return false;
+  for (size_t k = 0; k < ob.size(); ++k) {
+    if (ob[k] < 0 || ob[k] >= op.rank() || ib[k] < 0 || ib[k] >= idx.rank() - 1) return false;
+    if (op.dims[ob[k]] != idx.dims[ib[k]]) return false;
+    if (std::count(ob.begin(), ob.end(), ob[k]) != 1 || std::count(ib.begin(), ib.end(), ib[k]) != 1) return false;
+  }
+  return true;
+}
+
+Dims Joined(const Dims& x, const Dims& y) {
+  Dims r = x;
+  r.insert(r.end(), y.begin(), y.end());
+  return r;
+}
+}  // namespace
+
 int Builder::Gather(int operand, int indices, const Dims& offset_dims, const Dims& collapsed,
-                    const Dims& start_index_map, const Dims& slice_sizes, bool checked) {
+                    const Dims& start_index_map, const Dims& slice_sizes, bool checked,
+                    const Dims& operand_batching, const Dims& index_batching) {
   const TensorType& op = TypeOf(operand);
   const TensorType& idx = TypeOf(indices);
   Check(IsInteger(idx.dtype), "gather indices must be integers");
@@ -272,9 +293,12 @@ int Builder::Gather(int operand, int indices, const Dims& offset_dims, const Dim
         "gather index vector size != start_index_map size");
   Check(static_cast<int>(slice_sizes.size()) == op.rank(), "gather slice_sizes size != rank");
   if (!status_.ok()) return Add(OpCode::kGather, {operand, indices}, TensorType{op.dtype, {}});
-  bool dims_ok = offset_dims.size() + collapsed.size() == slice_sizes.size();
+  bool dims_ok = offset_dims.size() + collapsed.size() + operand_batching.size() == slice_sizes.size() &&
+                 BatchingOk(op, idx, operand_batching, index_batching);
   for (int i = 0; i < op.rank(); ++i) dims_ok &= slice_sizes[i] >= 0 && slice_sizes[i] <= op.dims[i];
   for (int64_t d : collapsed) dims_ok &= d >= 0 && d < op.rank() && slice_sizes[d] <= 1;
+  for (int64_t d : operand_batching)
+    dims_ok &= slice_sizes[d] <= 1 && std::find(collapsed.begin(), collapsed.end(), d) == collapsed.end();
   for (int64_t d : start_index_map) dims_ok &= d >= 0 && d < op.rank();
   if (!Check(dims_ok, "gather dimension numbers invalid"))
     return Add(OpCode::kGather, {operand, indices}, TensorType{op.dtype, {}});
@@ -282,7 +306,8 @@ int Builder::Gather(int operand, int indices, const Dims& offset_dims, const Dim
   Dims batch(idx.dims.begin(), idx.dims.end() - 1);
   Dims offsets;
   for (int i = 0; i < op.rank(); ++i)
-    if (std::find(collapsed.begin(), collapsed.end(), i) == collapsed.end())
+    if (std::find(collapsed.begin(), collapsed.end(), i) == collapsed.end() &&
+        std::find(operand_batching.begin(), operand_batching.end(), i) == operand_batching.end())
       offsets.push_back(slice_sizes.at(i));
   TensorType t{op.dtype, {}};
   size_t bi = 0, oi = 0;
@@ -298,6 +323,7 @@ int Builder::Gather(int operand, int indices, const Dims& offset_dims, const Dim
   a.b = collapsed;
   a.c = start_index_map;
   a.d = slice_sizes;
+  a.e = Joined(operand_batching, index_batching);
   a.i = idx.rank() - 1;
   a.kind = checked ? 1 : 0;
   return Add(OpCode::kGather, {operand, indices}, std::move(t), std::move(a));
@@ -305,16 +331,19 @@ int Builder::Gather(int operand, int indices, const Dims& offset_dims, const Dim
 
 int Builder::Scatter(int operand, int indices, int updates, const Dims& update_window_dims,
                      const Dims& inserted_window_dims, const Dims& scatter_dims_to_operand,
-                     ReduceKind combiner, bool checked) {
+                     ReduceKind combiner, bool checked, const Dims& operand_batching,
+                     const Dims& index_batching) {
   const TensorType& idx = TypeOf(indices);
   Check(IsInteger(idx.dtype), "scatter indices must be integers");
   Check(idx.rank() >= 1 && idx.dims.back() == static_cast<int64_t>(scatter_dims_to_operand.size()),
         "scatter index vector size mismatch");
   Check(TypeOf(updates).dtype == TypeOf(operand).dtype, "scatter updates dtype != operand dtype");
+  Check(BatchingOk(TypeOf(operand), idx, operand_batching, index_batching), "scatter batching dims invalid");
   Attrs a;
   a.a = update_window_dims;
   a.b = inserted_window_dims;
   a.c = scatter_dims_to_operand;
+  a.e = Joined(operand_batching, index_batching);
   a.i = idx.rank() - 1;
   a.kind = static_cast<int64_t>(combiner) | (checked ? 256 : 0);
   return Add(OpCode::kScatter, {operand, indices, updates}, TypeOf(operand), std::move(a));

@@ -44,11 +44,17 @@ class Builder {
                  const Dims& lhs_contract, const Dims& rhs_contract, DType out);
   // Gather/scatter with StableHLO dimension numbers; index_vector_dim is the last index dim.
   // `checked`: an out-of-range index is an error (PyTorch) rather than clamped/skipped (StableHLO).
+  // Batching dims (operand_batching_dims / start_indices_batching_dims, and scatter's
+  // input_batching_dims / scatter_indices_batching_dims) pair an operand dim with an index dim of
+  // the same size: each index position reads (writes) only its own operand position along them.
+  // They are stored in attrs.e, the operand's list followed by the indices' list.
   int Gather(int operand, int indices, const Dims& offset_dims, const Dims& collapsed,
-             const Dims& start_index_map, const Dims& slice_sizes, bool checked = true);
+             const Dims& start_index_map, const Dims& slice_sizes, bool checked = true,
+             const Dims& operand_batching = {}, const Dims& index_batching = {});
   int Scatter(int operand, int indices, int updates, const Dims& update_window_dims,
               const Dims& inserted_window_dims, const Dims& scatter_dims_to_operand,
-              ReduceKind combiner, bool checked = true);
+              ReduceKind combiner, bool checked = true, const Dims& operand_batching = {},
+              const Dims& index_batching = {});
   // StableHLO convolution; `out` is the result element type (float32 for bfloat16 operands keeps
   // the accumulation unrounded until the caller converts).
   int Convolution(int lhs, int rhs, const ConvolutionSpec& spec, DType out);

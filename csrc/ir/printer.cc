@@ -22,6 +22,15 @@ std::string List(const Dims& v) {
   return s + "]";
 }
 
+// Gather's / scatter's batching dims (attrs.e: the operand's list, then the indices'), printed
+// only when there are any, so programs without them print as StableHLO before batching dims.
+std::string BatchingDims(const Dims& e, const char* operand_name, const char* index_name) {
+  if (e.empty()) return "";
+  size_t half = e.size() / 2;
+  return std::string(", ") + operand_name + " = " + List(Dims(e.begin(), e.begin() + half)) + ", " +
+         index_name + " = " + List(Dims(e.begin() + half, e.end()));
+}
+
 // A rank-0 literal of `dtype` holding `value`, as MLIR's dense attribute syntax wants it.
 std::string Literal(double value, DType dtype) {
   if (dtype == DType::kBool) return value != 0 ? "true" : "false";
@@ -348,6 +357,7 @@ class Printer {
         os_ << " " << ReducerRegion(static_cast<ReduceKind>(a.kind & 0xff), op.type.dtype)
             << " {indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<"
             << "update_window_dims = " << List(a.a) << ", inserted_window_dims = " << List(a.b)
+            << BatchingDims(a.e, "input_batching_dims", "scatter_indices_batching_dims")
             << ", scatter_dims_to_operand_dims = " << List(a.c) << ", index_vector_dim = " << a.i
             << ">, unique_indices = false}";
         break;
@@ -427,7 +437,9 @@ class Printer {
         break;
       case OpCode::kGather:
         os_ << " {dimension_numbers = #stablehlo.gather<offset_dims = " << List(a.a)
-            << ", collapsed_slice_dims = " << List(a.b) << ", start_index_map = " << List(a.c)
+            << ", collapsed_slice_dims = " << List(a.b)
+            << BatchingDims(a.e, "operand_batching_dims", "start_indices_batching_dims")
+            << ", start_index_map = " << List(a.c)
             << ", index_vector_dim = " << a.i << ">, indices_are_sorted = false, slice_sizes = "
             << I64Array(a.d) << "}";
         break;

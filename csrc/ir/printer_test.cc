@@ -130,7 +130,19 @@ TEST(PrinterTest, LayoutAndOtherOpAttributes) {
   b.Result(b.Gather(w, ids, {1}, {0}, {0}, {1, 6}));
   b.Result(b.Iota(T(DType::kI32, {2, 3}), 1));
   b.Result(b.Reduce(x, b.Constant(-INFINITY, DType::kF32), {0}, ReduceKind::kMax));
+  int along = b.Param(T(DType::kI64, {4, 2, 1}));  // torch.gather along dim 1: dim 0 batching
+  b.Result(b.Gather(x, along, {}, {1}, {1}, {1, 1}, true, {0}, {0}));
+  b.Result(b.Scatter(x, along, b.Gather(x, along, {}, {1}, {1}, {1, 1}, true, {0}, {0}), {}, {1}, {1},
+                     ReduceKind::kAdd, true, {0}, {0}));
   const std::string text = PrintStableHlo(Finish(b));
+  EXPECT_TRUE(Contains(text, "#stablehlo.gather<offset_dims = [], collapsed_slice_dims = [1], "
+                             "operand_batching_dims = [0], start_indices_batching_dims = [0], "
+                             "start_index_map = [1], index_vector_dim = 2>, indices_are_sorted = false, "
+                             "slice_sizes = array<i64: 1, 1>} : (tensor<4x6xf32>, tensor<4x2x1xi64>) -> "
+                             "tensor<4x2xf32>"));
+  EXPECT_TRUE(Contains(text, "#stablehlo.scatter<update_window_dims = [], inserted_window_dims = [1], "
+                             "input_batching_dims = [0], scatter_indices_batching_dims = [0], "
+                             "scatter_dims_to_operand_dims = [1], index_vector_dim = 2>"));
   EXPECT_TRUE(Contains(text, "\"stablehlo.transpose\"(%arg0) {permutation = array<i64: 1, 0>} : "
                              "(tensor<4x6xf32>) -> tensor<6x4xf32>"));
   EXPECT_TRUE(Contains(text, "{limit_indices = array<i64: 3, 6>, start_indices = array<i64: 1, 0>, "

@@ -95,6 +95,20 @@ def test_gather_forms_and_grad(mode, no_fallback):
     check_same(grad, x, i)
 
 
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_gather_and_scatter_with_a_full_size_index(mode, no_fallback, dim):
+    # An index as large as the operand in every other dim: those dims are batching dims of one
+    # gather / scatter (index read as it is); sizes large enough to run threaded.
+    x = make((24, 40, 33))
+    i = torch.randint(0, x.size(dim), x.shape, generator=torch.Generator().manual_seed(dim))
+    src = make(x.shape, seed=4)
+    check_same(lambda x, i: torch.gather(x, dim, i), x, i)
+    check_same(lambda x, i: torch.gather(x.transpose(0, 2), 2 - dim, i.transpose(0, 2)), x, i)
+    check_same(lambda x, i, s: x.scatter_add(dim, i, s), x, i, src)
+    check_same(lambda x, i, s: x.scatter_reduce(dim, i, s, "amax", include_self=False), x, i, src)
+    check_same(lambda x, i: torch.zeros_like(x, dtype=torch.int64).scatter_add(dim, i, torch.ones_like(i)), x, i)
+
+
 @pytest.mark.parametrize("dtype", DTYPES + [torch.bool])
 def test_scatter(mode, no_fallback, dtype):
     x = make((4, 5), dtype)

@@ -87,12 +87,98 @@ Status IndexError(int64_t index, int64_t dim, int64_t size) {
                     std::to_string(dim) + " with size " + std::to_string(size));
 }
 
+
+// torch.gather's / torch.scatter's form with batching dims: every operand dim but d a batching
+// dim paired with the same index dim, d indexed by a one-element index vector, nothing else.
+// Returns d, or -1.
+int64_t BatchedAlongDim(const Attrs& a, int64_t orank, const View& indices) {
+  const size_t half = a.e.size() / 2;
+  if (half == 0 || static_cast<int64_t>(half) + 1 != orank || a.c.size() != 1 || a.b.size() != 1 ||
+      a.b[0] != a.c[0] || !a.a.empty() || static_cast<int64_t>(indices.dims.size()) != orank + 1 ||
+      indices.dims.back() != 1)
+    return -1;
+  const int64_t d = a.c[0];
+  size_t j = 0;
+  for (int64_t k = 0; k < orank; ++k) {
+    if (k == d) continue;
+    if (a.e[j] != k || a.e[half + j] != k) return -1;
+    ++j;
+  }
+  return d;
+}
+
+// One result row of the batched gather along d: dst[j] = base[j * step + idx[j] * sd], an
+// out-of-range index clamped. Returns the first bad j, or -1.
+template <typename T>
+int64_t GatherRow(T* dst, const T* base, const int64_t* ix, int64_t len, int64_t step, int64_t n,
+                  int64_t sd) {
+  int64_t bad = -1;
+  for (int64_t j = 0; j < len; ++j) {
+    int64_t s = ix[j];
+    if (static_cast<uint64_t>(s) >= static_cast<uint64_t>(n)) {
+      if (bad < 0) bad = j;
+      s = s < 0 ? 0 : n - 1;
+    }
+    dst[j] = base[j * step + s * sd];
+  }
+  return bad;
+}
+
+// The batched gather along d (torch.gather): out[p] = operand[p with p_d = idx[p]]. The operand
+// is read through its strides (no contiguous copy); out is contiguous.
+Status GatherAlong(const View& operand, const int64_t* idx, int64_t d, const View& out, bool checked) {
+  const int rank = static_cast<int>(out.dims.size());
+  const int64_t total = out.NumElements();
+  if (total == 0) return Status::Ok();
+  const int64_t last = out.dims[rank - 1], rows = total / last, n = operand.dims[d];
+  const int64_t sd = operand.strides[d], step = d == rank - 1 ? 0 : operand.strides[rank - 1];
+  const int elem = DTypeSize(out.dtype);
+  std::atomic<int64_t> first_bad{total};
+  ParallelItems(rows, last * (elem + 8), [&](int64_t r0, int64_t r1) {
+    // The row's coordinates (dims 0..rank-2) and operand offset, stepped row by row.
+    Dims coord(rank, 0);
+    int64_t base = 0;
+    for (int64_t k = rank - 2, rem = r0; k >= 0; --k) {
+      coord[k] = rem % out.dims[k];
+      rem /= out.dims[k];
+      if (k != d) base += coord[k] * operand.strides[k];
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t* ix = idx + r * last;
+      char* q = static_cast<char*>(out.data) + r * last * elem;
+      const char* p = static_cast<const char*>(operand.data) + base * elem;
+      int64_t bad;
+      switch (elem) {
+        case 8: bad = GatherRow(reinterpret_cast<uint64_t*>(q), reinterpret_cast<const uint64_t*>(p), ix, last, step, n, sd); break;
+        case 4: bad = GatherRow(reinterpret_cast<uint32_t*>(q), reinterpret_cast<const uint32_t*>(p), ix, last, step, n, sd); break;
+        case 2: bad = GatherRow(reinterpret_cast<uint16_t*>(q), reinterpret_cast<const uint16_t*>(p), ix, last, step, n, sd); break;
+        default: bad = GatherRow(reinterpret_cast<uint8_t*>(q), reinterpret_cast<const uint8_t*>(p), ix, last, step, n, sd); break;
+      }
+      if (bad >= 0 && checked) NoteFirstBad(first_bad, r * last + bad);
+      for (int64_t k = rank - 2; k >= 0; --k) {  // next row
+        if (k != d) base += operand.strides[k];
+        if (++coord[k] < out.dims[k]) break;
+        if (k != d) base -= coord[k] * operand.strides[k];
+        coord[k] = 0;
+      }
+    }
+  });
+  if (int64_t b = first_bad.load(); b < total) return IndexError(idx[b], d, n);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status RunGather(const Op& op, const View& operand_in, const View& indices, const View& out) {
   const Attrs& a = op.attrs;
   bool checked = op.attrs.kind != 0;
   std::vector<char> s1, s2;
+  if (int64_t d = BatchedAlongDim(a, static_cast<int64_t>(operand_in.dims.size()), indices);
+      d >= 0 && out.IsContiguous() && DTypeSize(out.dtype) <= 8 &&
+      std::all_of(a.d.begin(), a.d.end(), [](int64_t s) { return s == 1; }))
+    return GatherAlong(operand_in, IndicesAsI64(indices, s2), d, out, checked);
+  if (!a.e.empty())
+    return Unimplemented("gather with batching dims other than torch.gather's (every dim but one)");
   View operand = Contiguous(operand_in, s1);
   const int64_t* idx = IndicesAsI64(indices, s2);
   int64_t nvec = static_cast<int64_t>(a.c.size());
@@ -266,6 +352,59 @@ void Apply(ReduceKind k, T* dst, const T* src) {
     case ReduceKind::kReplace: *dst = *src; break;
   }
 }
+template <typename T>
+void ScatterColumns(ReduceKind kind, T* dst, const T* src, const int64_t* idx, int64_t n, int64_t m,
+                    int64_t inner, int64_t o, int64_t i0, int64_t i1) {
+  for (int64_t j = 0; j < m; ++j) {
+    const int64_t at = (o * m + j) * inner;
+    for (int64_t i = i0; i < i1; ++i) {
+      int64_t p = idx[at + i];
+      if (static_cast<uint64_t>(p) >= static_cast<uint64_t>(n)) continue;  // skipped (StableHLO)
+      T* q = dst + (o * n + p) * inner + i;
+      if (kind == ReduceKind::kAdd) *q = WrapAdd(*q, src[at + i]);
+      else Apply(kind, q, src + at + i);
+    }
+  }
+}
+
+// The batched scatter along d (torch.scatter / scatter_add / scatter_reduce): out[p with p_d =
+// idx[p]] combined with updates[p]. Threads own disjoint (outer position, column block) pairs and
+// walk d in order, so updates of one destination element are applied by one thread in index order.
+Status ScatterAlong(ReduceKind kind, bool checked, const View& indices, const View& updates_in,
+                    int64_t d, const View& out) {
+  std::vector<char> s1, s2;
+  View updates = Contiguous(updates_in, s1);
+  const int64_t* idx = IndicesAsI64(indices, s2);
+  const int64_t total = updates.NumElements(), n = out.dims[d], m = updates.dims[d];
+  if (checked)  // refused before any update is applied
+    for (int64_t e = 0; e < total; ++e)
+      if (static_cast<uint64_t>(idx[e]) >= static_cast<uint64_t>(n)) return IndexError(idx[e], d, n);
+  if (total == 0) return Status::Ok();
+  int64_t outer = 1, inner = 1, rank = static_cast<int64_t>(out.dims.size());
+  for (int64_t i = 0; i < d; ++i) outer *= out.dims[i];
+  for (int64_t i = d + 1; i < rank; ++i) inner *= out.dims[i];
+  const int64_t cb = std::min<int64_t>(inner, 64), blocks = (inner + cb - 1) / cb;
+  const int elem = DTypeSize(out.dtype);
+  ParallelItems(outer * blocks, m * cb * elem, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t o = t / blocks, i0 = (t % blocks) * cb, i1 = std::min(inner, i0 + cb);
+      switch (out.dtype) {
+        case DType::kF32: ScatterColumns(kind, static_cast<float*>(out.data), static_cast<const float*>(updates.data), idx, n, m, inner, o, i0, i1); break;
+        case DType::kF64: ScatterColumns(kind, static_cast<double*>(out.data), static_cast<const double*>(updates.data), idx, n, m, inner, o, i0, i1); break;
+        case DType::kI64: ScatterColumns(kind, static_cast<int64_t*>(out.data), static_cast<const int64_t*>(updates.data), idx, n, m, inner, o, i0, i1); break;
+        case DType::kI32: ScatterColumns(kind, static_cast<int32_t*>(out.data), static_cast<const int32_t*>(updates.data), idx, n, m, inner, o, i0, i1); break;
+        default:  // a replacement (combiners on other types were refused by the caller)
+          switch (elem) {
+            case 8: ScatterColumns(ReduceKind::kReplace, static_cast<uint64_t*>(out.data), static_cast<const uint64_t*>(updates.data), idx, n, m, inner, o, i0, i1); break;
+            case 4: ScatterColumns(ReduceKind::kReplace, static_cast<uint32_t*>(out.data), static_cast<const uint32_t*>(updates.data), idx, n, m, inner, o, i0, i1); break;
+            case 2: ScatterColumns(ReduceKind::kReplace, static_cast<uint16_t*>(out.data), static_cast<const uint16_t*>(updates.data), idx, n, m, inner, o, i0, i1); break;
+            default: ScatterColumns(ReduceKind::kReplace, static_cast<uint8_t*>(out.data), static_cast<const uint8_t*>(updates.data), idx, n, m, inner, o, i0, i1); break;
+          }
+      }
+    }
+  });
+  return Status::Ok();
+}
 }  // namespace
 
 Status RunScatter(const Op& op, const View& operand, const View& indices, const View& updates_in,
@@ -279,6 +418,11 @@ Status RunScatter(const Op& op, const View& operand, const View& indices, const 
     return Unimplemented(std::string("scatter with a combiner on ") + DTypeName(out.dtype) +
                          " (compute it in float32)");
   TPU_RETURN_IF_ERROR(CopyView(operand, out));
+  if (int64_t d = BatchedAlongDim(a, static_cast<int64_t>(out.dims.size()), indices);
+      d >= 0 && out.IsContiguous() && DTypeSize(out.dtype) <= 8)
+    return ScatterAlong(kind, checked, indices, updates_in, d, out);
+  if (!a.e.empty())
+    return Unimplemented("scatter with batching dims other than torch.scatter's (every dim but one)");
   if (int64_t d = AlongOneDim(a, out.dims, updates_in.dims, indices, false);
       d >= 0 && out.dtype == DType::kF32 && out.IsContiguous()) {
     // index_add along d on float32 (max-pool and upsampling backward): rows of the dims after d
@@ -294,15 +438,23 @@ Status RunScatter(const Op& op, const View& operand, const View& indices, const 
     const float* src = static_cast<const float*>(updates.data);
     for (int64_t b = 0; b < nb; ++b)
       if (checked && (idx[b] < 0 || idx[b] >= n)) return IndexError(idx[b], d, n);
-    // Threads own disjoint (outer position, column block) pairs: updates of one destination row
-    // are applied by one thread, in index order.
+    // Threads own disjoint (outer position, column block, destination row range) triples: updates
+    // of one destination row are applied by one thread, in index order. Row ranges split the work
+    // when there are few column blocks (embedding backward: one block of D <= 64 columns); each
+    // range's owner walks every index and applies those that land in it.
     const int64_t cb = std::min<int64_t>(inner, 64), blocks = (inner + cb - 1) / cb;
-    ParallelItems(outer * blocks, nb * cb * 8, [&](int64_t t0, int64_t t1) {
+    const int64_t threads = ThreadPool::Get().num_threads();
+    const int64_t parts = outer * blocks >= 2 * threads || n < 64 || !ThreadPool::Worth(outer * nb * inner)
+                              ? 1
+                              : std::min<int64_t>(4 * threads, n / 16);
+    ParallelItems(outer * blocks * parts, nb * cb * 8 / parts, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
-        int64_t o = t / blocks, j0 = (t % blocks) * cb, j1 = std::min(inner, j0 + cb);
+        const int64_t part = t % parts, ob = t / parts;
+        const int64_t lo = n * part / parts, hi = n * (part + 1) / parts;
+        int64_t o = ob / blocks, j0 = (ob % blocks) * cb, j1 = std::min(inner, j0 + cb);
         for (int64_t b = 0; b < nb; ++b) {
           int64_t i = idx[b];
-          if (i < 0 || i >= n) continue;  // StableHLO skips out-of-bounds updates
+          if (i < lo || i >= hi) continue;  // another range's (or out of bounds: StableHLO skips it)
           float* row = dst + (o * n + i) * inner;
           const float* from = src + (o * nb + b) * inner;
           if (kind == ReduceKind::kAdd) {

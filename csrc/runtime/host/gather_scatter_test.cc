@@ -124,6 +124,78 @@ TEST(GatherTest, UncheckedIndicesClamp) {
   EXPECT_EQ(out, (std::vector<float>{20, 21, 0, 1, 10, 11}));
 }
 
+// torch.gather's form: every dim but d a batching dim, the index read as it is. The operand is a
+// transposed view (read through its strides).
+TEST(GatherTest, BatchedAlongEachDim) {
+  const Dims shape = {3, 4, 5};
+  std::vector<float> mem(60);  // row-major [5, 4, 3]: the operand [3, 4, 5] transposed
+  for (int k = 0; k < 60; ++k) mem[k] = static_cast<float>(k);
+  const Dims strides = {1, 3, 12};
+  for (int64_t d = 0; d < 3; ++d) {
+    const Dims rdims = {3, 4, 5};  // result = index shape without its vector dim
+    std::vector<int64_t> idx(60);
+    for (int k = 0; k < 60; ++k) idx[k] = (k * 7 + 3) % shape[d];
+    Dims batch;
+    for (int64_t k = 0; k < 3; ++k)
+      if (k != d) batch.push_back(k);
+    Builder b;
+    int o = b.Param(T(F, shape));
+    int i = b.Param(T(DType::kI64, {3, 4, 5, 1}));
+    int g = b.Gather(o, i, {}, {d}, {d}, {1, 1, 1}, true, batch, batch);
+    ASSERT_EQ(b.TypeOf(g).dims, rdims);
+    b.Result(g);
+    std::vector<float> out(60);
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(mem, F, shape, strides), Bind(idx, DType::kI64, {3, 4, 5, 1})),
+                           Bindings(Bind(out, F, rdims)))
+                    .ok());
+    for (int64_t p0 = 0; p0 < 3; ++p0)
+      for (int64_t p1 = 0; p1 < 4; ++p1)
+        for (int64_t p2 = 0; p2 < 5; ++p2) {
+          int64_t at = (p0 * 4 + p1) * 5 + p2;
+          int64_t c[3] = {p0, p1, p2};
+          c[d] = idx[at];
+          EXPECT_EQ(out[at], mem[c[0] * 1 + c[1] * 3 + c[2] * 12]) << d << ": " << p0 << "," << p1 << "," << p2;
+        }
+  }
+}
+
+TEST(GatherTest, BatchedOutOfRangeNamesTheFirstBadIndex) {
+  Builder b;
+  int o = b.Param(T(F, {2, 3}));
+  int i = b.Param(T(DType::kI64, {2, 2, 1}));
+  b.Result(b.Gather(o, i, {}, {1}, {1}, {1, 1}, true, {0}, {0}));
+  std::vector<float> op(6), out(4);
+  std::vector<int64_t> idx = {0, 2, 3, -1};  // 3 comes first in result order
+  Status s = RunProgram(b, Bindings(Bind(op, F, {2, 3}), Bind(idx, DType::kI64, {2, 2, 1})), Bindings(Bind(out, F, {2, 2})));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "index 3 is out of bounds for dimension 1 with size 3");
+}
+
+// torch.scatter_add's form along dim 0 of [4, 3]: updates of one destination combine in index
+// order, each column only into its own column.
+TEST(ScatterTest, BatchedAddAlongDim) {
+  Builder b;
+  int o = b.Param(T(F, {4, 3}));
+  int i = b.Param(T(DType::kI64, {5, 3, 1}));
+  int u = b.Param(T(F, {5, 3}));
+  b.Result(b.Scatter(o, i, u, {}, {0}, {0}, ReduceKind::kAdd, true, {1}, {1}));
+  std::vector<float> operand(12, 1.0f), updates(15), out(12);
+  for (int k = 0; k < 15; ++k) updates[k] = static_cast<float>(k + 1);
+  std::vector<int64_t> idx = {0, 3, 3, 0, 3, 1, 2, 2, 1, 0, 0, 0, 3, 1, 2};
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(operand, F, {4, 3}), Bind(idx, DType::kI64, {5, 3, 1}), Bind(updates, F, {5, 3})),
+                         Bindings(Bind(out, F, {4, 3})))
+                  .ok());
+  std::vector<float> want(12, 1.0f);
+  for (int j = 0; j < 5; ++j)
+    for (int c = 0; c < 3; ++c) want[idx[j * 3 + c] * 3 + c] += updates[j * 3 + c];
+  EXPECT_EQ(out, want);
+  idx[7] = 4;
+  Status s = RunProgram(b, Bindings(Bind(operand, F, {4, 3}), Bind(idx, DType::kI64, {5, 3, 1}), Bind(updates, F, {5, 3})),
+                        Bindings(Bind(out, F, {4, 3})));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "index 4 is out of bounds for dimension 0 with size 4");
+}
+
 TEST(ScatterTest, AddWithRepeatedIndices) {
   Builder b;
   int o = b.Param(T(F, {5}));

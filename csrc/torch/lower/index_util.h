@@ -34,10 +34,27 @@ inline Dims Range(int64_t n) {
   return d;
 }
 
-// src[..., index[...], ...] along `dim` (torch.gather): src and the i64 index have one rank.
+// Every dim of a rank-`rank` tensor but `dim`: the batching dims of a gather / scatter along dim.
+inline Dims AllBut(int64_t rank, int64_t dim) {
+  Dims d;
+  for (int64_t k = 0; k < rank; ++k)
+    if (k != dim) d.push_back(k);
+  return d;
+}
+
+// src[..., index[...], ...] along `dim` (torch.gather): src and the i64 index have one rank, the
+// index no larger than src in the other dims. One gather whose other dims are batching dims: the
+// index is read as it is, without index vectors of coordinates.
 inline int GatherAlongDim(Builder& b, int src, int index_i64, int64_t dim, bool checked = true) {
-  int64_t rank = static_cast<int64_t>(b.TypeOf(src).dims.size());
-  return b.Gather(src, AlongDimCoords(b, index_i64, dim), {}, Range(rank), Range(rank), Dims(rank, 1), checked);
+  const Dims shape = b.TypeOf(index_i64).dims;
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  Dims limit = b.TypeOf(src).dims;
+  bool cut = false;
+  for (int64_t k = 0; k < rank; ++k)
+    if (k != dim && limit[k] != shape[k]) limit[k] = shape[k], cut = true;
+  if (cut) src = b.Slice(src, Dims(rank, 0), limit, Dims(rank, 1));  // batching dims pair equal sizes
+  const Dims batch = AllBut(rank, dim);
+  return b.Gather(src, AsIndexColumn(b, index_i64), {}, {dim}, {dim}, Dims(rank, 1), checked, batch, batch);
 }
 
 // Scatters slices (the operand's shape with n at `dim`) into the operand at i64 indices [n, 1]

@@ -123,7 +123,12 @@ void ScatterInto(const char* op, const at::Tensor& self, int64_t dim, const at::
   Dims self_dims = Dims1(self), idx_dims = Dims1(index);
   int64_t rank = static_cast<int64_t>(self_dims.size());
   int base = b.Reshape(l.Input(self, ct), self_dims);
-  int coords = AlongDimCoords(b, b.Reshape(l.Input(index, at::kLong), idx_dims), dim);
+  int idx = b.Reshape(l.Input(index, at::kLong), idx_dims);
+  // Where the index spans self in every other dim, those are batching dims and the index is read
+  // as it is; otherwise index vectors of coordinates (a smaller index).
+  bool batched = c10::elementSize(ct) <= 8;
+  for (int64_t k = 0; k < rank; ++k) batched &= k == dim || idx_dims[k] == self_dims[k];
+  int coords = batched ? AsIndexColumn(b, idx) : AlongDimCoords(b, idx, dim);
   int upd;
   if (src.defined()) {
     upd = b.Reshape(l.Input(src, ct), Dims1(src));
@@ -132,6 +137,10 @@ void ScatterInto(const char* op, const at::Tensor& self, int64_t dim, const at::
     upd = b.BroadcastTo(l.Scalar(value, ct), idx_dims);
   }
   auto scatter = [&](int operand, int updates, ReduceKind kind) {
+    if (batched) {
+      const Dims batch = AllBut(rank, dim);
+      return b.Scatter(operand, coords, updates, {}, {dim}, {dim}, kind, /*checked=*/true, batch, batch);
+    }
     return b.Scatter(operand, coords, updates, {}, Range(rank), Range(rank), kind, /*checked=*/true);
   };
   int r = ReduceScatter(l, base, upd, reduce, include_self, ct, scatter);
