@@ -273,17 +273,19 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
     result_extents.Add(result_views[r]);
   }
   result_extents.Index();
+  SmallVector<int, 8> written(g.results.size());  // the temp each result's binding receives
   for (size_t r = 0; r < g.results.size(); ++r) {
-    int v = g.results[r];
+    int v = written[r] = ResultTemp(e, g.results[r]);  // Note [Reshaped results]
+    const bool reshaped = v != g.results[r];
     if (v < np || e.slots[v].kind != SlotKind::kTemp) continue;
     bool taken = false;
-    for (size_t q = 0; q < r; ++q) taken |= direct[q] && g.results[q] == v;
+    for (size_t q = 0; q < r; ++q) taken |= direct[q] && written[q] == v;
     if (taken) continue;
     const View& out = result_views[r];
     const char *lo, *hi;
     ViewExtent(out, &lo, &hi);
     bool fused = e.steps[producer_step[v]].kind == StepKind::kFused;
-    bool safe = fused || out.IsContiguous();
+    bool safe = (fused && !reshaped) || out.IsContiguous();
     if (safe) param_extents.ForEachOverlap(lo, hi, [&](int p) {
       // A result bound over a parameter (an in-place update) is written there by a fused region
       // when every step that reads the parameter's memory runs before the region, or is the
@@ -292,7 +294,7 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
       // the parameter is never left half written.) Other views of the same memory are parameters
       // too (a weight and its transpose): each must be read before.
       int s = producer_step[v];
-      safe = safe && fused && e.last_view_read[p] < s &&
+      safe = safe && fused && !reshaped && e.last_view_read[p] < s &&
              (e.last_read[p] < s || (e.last_read[p] == s && SameView(out, views[p])));
     });
     if (safe) result_extents.ForEachOverlap(lo, hi, [&](int q) { safe = safe && q == static_cast<int>(r); });
@@ -329,8 +331,12 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
     if (IsCompactIota(g, v))  // Note [Compact iota]
       for (int d = 0; d < t.rank(); ++d) views[v].strides[d] = d == g.Producer(v).attrs.i ? 1 : 0;
   }
-  for (size_t r = 0; r < g.results.size(); ++r)
-    if (direct[r]) views[g.results[r]] = std::move(result_views[r]);
+  for (size_t r = 0; r < g.results.size(); ++r) {
+    if (!direct[r]) continue;
+    const int v = written[r];
+    if (v == g.results[r]) views[v] = std::move(result_views[r]);
+    else views[v] = View{result_views[r].data, g.TypeOf(v).dtype, g.TypeOf(v).dims, ContiguousStrides(g.TypeOf(v).dims)};
+  }
   // Note [Copied views]: a reshape whose operand's layout cannot be regrouped (a transposed
   // slice flattened) copies the operand contiguously first, which the plan cannot foresee: a
   // parameter's layout is its binding's (strided bindings). The copy comes from the device's

@@ -118,6 +118,20 @@ inline int64_t TempBytes(const Graph& g, int v) {
   return t.ByteSize();
 }
 
+// Note [Reshaped results]: most lowerings end in a reshape to the output tensor's sizes, so a
+// result is often a view of a temp. That temp is written straight into the result's binding
+// (contiguous, viewed in the temp's own dims) as a result itself would be, and is planned with the
+// results (Note [Result scratch]): no copy after the launch, no scratch held for it. Returns the
+// temp whose memory result value v is through reshapes, or v itself.
+inline int ResultTemp(const HostExecutable& exe, int v) {
+  const Graph& g = exe.graph;
+  int u = v;
+  while (u >= g.num_params() && exe.slots[u].kind == SlotKind::kView && g.Producer(u).code == OpCode::kReshape)
+    u = g.Producer(u).operands[0];
+  if (u == v || u < g.num_params() || exe.slots[u].kind != SlotKind::kTemp || IsCompactIota(g, u)) return v;
+  return u;
+}
+
 // Fills `region`'s operand and output slots from its ops, inputs and outputs.
 void AssignRegionSlots(const Graph& g, FusedRegion& region);
 

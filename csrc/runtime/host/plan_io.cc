@@ -11,7 +11,8 @@
 namespace tpu::host {
 namespace {
 
-constexpr uint32_t kPlanFormat = 3;  // 2: row steps; 3: results' scratch apart
+// 2: row steps; 3: results' scratch apart; 4: with the temps of reshaped results (Note [Reshaped results])
+constexpr uint32_t kPlanFormat = 4;
 
 void WriteInts(const std::vector<int>& v, ByteWriter& w) {
   w.U64(v.size());
@@ -151,7 +152,7 @@ StatusOr<std::shared_ptr<const HostExecutable>> DeserializePlan(const std::strin
   TPU_RETURN_IF_ERROR(r.I64(&work));
   if (e->temp_bytes < 0 || e->temp_bytes > e->scratch_bytes) return InvalidArgument("corrupt plan: scratch sizes");
   std::vector<bool> is_result(nv, false);
-  for (int v : g.results) is_result[v] = true;
+  for (int v : g.results) is_result[ResultTemp(*e, v)] = true;
   for (int v = g.num_params(); v < nv; ++v) {
     const ValueSlot& s = e->slots[v];
     // A launch may take only temp_bytes (Note [Result scratch]): every other temp lies below it.

@@ -90,7 +90,7 @@ void PlanScratch(HostExecutable& exe, const std::vector<int>& last) {  // last: 
   const Graph& g = exe.graph;
   const int np = g.num_params(), nv = g.num_values();
   std::vector<bool> is_result(nv, false);
-  for (int r : g.results) is_result[r] = true;
+  for (int r : g.results) is_result[ResultTemp(exe, r)] = true;  // Note [Reshaped results]
   struct Temp {
     int v, first, last;
     int64_t size;

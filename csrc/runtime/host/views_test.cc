@@ -208,6 +208,44 @@ TEST(ViewsTest, InPlaceAfterEveryReadIsWrittenDirectly) {
   out->Release();
 }
 
+TEST(ViewsTest, AReshapedResultIsWrittenStraightIntoItsBinding) {
+  // Note [Reshaped results]: the result is the matmul's output reshaped (a view). The matmul
+  // writes into the result's binding, viewed in its own dims: the launch takes no scratch for it
+  // and copies nothing after. (Before, the temp was scratch and the result a copy of it.)
+  HostAllocator alloc(0, int64_t{64} << 20);
+  const int64_t n = 32;
+  Buffer* x = alloc.Allocate(n * n * 4).value();
+  Buffer* out = alloc.Allocate(n * n * 4).value();
+  float* xd = static_cast<float*>(x->contents());
+  for (int64_t i = 0; i < n * n; ++i) xd[i] = SmallValue(i);
+  Builder b;
+  int xp = b.Param(T(F, {n, n}));
+  int d = b.DotGeneral(xp, xp, {}, {}, {1}, {0}, F);
+  b.Result(b.Reshape(d, {n * n}));
+  ExecutablePtr exe = CompileBuilder(b);
+  const auto& plan = static_cast<const HostExecutable&>(*exe);
+  EXPECT_EQ(plan.temp_bytes, 0);  // the matmul's temp is planned with the results
+  EXPECT_EQ(ResultTemp(plan, plan.graph.results[0]), plan.graph.results[0] - 1);
+  const int64_t buffers = alloc.stats().allocated;
+  {
+    Launch launch{exe, Bindings(Binding(x, 0, F, {n, n})), Bindings(Binding(out, 0, F, {n * n}))};
+    HostExecutor ex(&alloc);
+    RunReport report;
+    alloc.ResetPeak();
+    ASSERT_TRUE(ex.Run(launch, &report).ok());
+    EXPECT_EQ(alloc.stats().peak_allocated, buffers);
+  }
+  const float* od = static_cast<const float*>(out->contents());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double dot = 0;
+      for (int64_t k = 0; k < n; ++k) dot += static_cast<double>(xd[i * n + k]) * xd[k * n + j];
+      ASSERT_EQ(od[i * n + j], dot) << i << "," << j;  // small values: exact sums
+    }
+  x->Release();
+  out->Release();
+}
+
 TEST(ViewsTest, CopiedViewsTakeScratchUntilTheirLastRead) {
   // Note [Copied views]: flattening a transposed array copies it. Each copy is device memory
   // while it is held, and goes back after its last reader: the second copy (of a value computed
