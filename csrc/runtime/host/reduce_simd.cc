@@ -1,5 +1,8 @@
 #include "runtime/host/reduce_simd.h"
 
+#include <algorithm>
+#include <cmath>
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "runtime/host/reduce_simd.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -63,6 +66,96 @@ void SumF32RowGroupImpl(const float* const* rows, int64_t cnt, int64_t n, double
     auto acc = hn::Zero(dd);
     for (int l = 0; l < 16; ++l) acc = hn::Add(acc, hn::PromoteTo(dd, hn::Load(df, cols + l * kRows + k)));
     hn::StoreU(acc, dd, out + k);
+  }
+}
+
+// Note [Norm row groups]: layer norm's and RMS norm's forward for a group of cnt <= kSumRowGroup
+// rows of n <= LaneSum::kBlock floats in one call: the operations LayerNormRows / RmsNormRows made
+// as five calls per row (a short row's arithmetic costs less than the calls and the glue between
+// them), in the same order with the same roundings, so the same bits. Each step is its own loop
+// over the row (L1-resident), multiplies and adds never in one expression (no contraction into
+// fused multiply-adds).
+template <class D>
+HWY_INLINE void MulRow(D d, float* y, float s, const float* w, int64_t n) {  // y = y * s (* w)
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const auto vs = hn::Set(d, s);
+  int64_t i = 0;
+  if (w) {
+    for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(d, y + i), vs), hn::LoadU(d, w + i)), d, y + i);
+    for (; i < n; ++i) {
+      float t = y[i] * s;
+      y[i] = t * w[i];
+    }
+  } else {
+    for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, y + i), vs), d, y + i);
+    for (; i < n; ++i) y[i] = y[i] * s;
+  }
+}
+
+void LayerNormGroupF32Impl(const float* const* x, float* const* y, float* sq, int64_t cnt, int64_t n,
+                           const float* w, const float* b, float eps, float* mu, float* rs) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const float fn = static_cast<float>(n);
+  double sums[kSumRowGroup];
+  const float* sqrows[kSumRowGroup] = {};
+  SumF32RowGroupImpl(x, cnt, n, sums);
+  for (int64_t k = 0; k < cnt; ++k) {
+    const float m = mu[k] = static_cast<float>(0.0 + sums[k]) / fn;
+    const float* xr = x[k];
+    float *yr = y[k], *s = sq + k * n;
+    const auto vm = hn::Set(d, m);
+    int64_t i = 0;
+    for (; i + N <= n; i += N) {
+      const auto v = hn::Sub(hn::LoadU(d, xr + i), vm);
+      hn::StoreU(v, d, yr + i);
+      hn::StoreU(hn::Mul(v, v), d, s + i);
+    }
+    for (; i < n; ++i) {
+      const float v = xr[i] - m;
+      yr[i] = v;
+      s[i] = v * v;
+    }
+    sqrows[k] = s;
+  }
+  SumF32RowGroupImpl(sqrows, cnt, n, sums);
+  for (int64_t k = 0; k < cnt; ++k) {
+    const float r = rs[k] = 1.0f / std::sqrt(static_cast<float>(0.0 + sums[k]) / fn + eps);
+    float* yr = y[k];
+    MulRow(d, yr, r, w, n);
+    if (b) {
+      int64_t i = 0;
+      for (; i + N <= n; i += N) hn::StoreU(hn::Add(hn::LoadU(d, yr + i), hn::LoadU(d, b + i)), d, yr + i);
+      for (; i < n; ++i) yr[i] = yr[i] + b[i];
+    }
+  }
+}
+
+void RmsNormGroupF32Impl(const float* const* x, float* const* y, float* sq, int64_t cnt, int64_t n,
+                         const float* w, float eps, float* rs) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const float fn = static_cast<float>(n);
+  double sums[kSumRowGroup];
+  const float* sqrows[kSumRowGroup] = {};
+  for (int64_t k = 0; k < cnt; ++k) {
+    const float* xr = x[k];
+    float* s = sq + k * n;
+    int64_t i = 0;
+    for (; i + N <= n; i += N) {
+      const auto v = hn::LoadU(d, xr + i);
+      hn::StoreU(hn::Mul(v, v), d, s + i);
+    }
+    for (; i < n; ++i) s[i] = xr[i] * xr[i];
+    sqrows[k] = s;
+  }
+  SumF32RowGroupImpl(sqrows, cnt, n, sums);
+  for (int64_t k = 0; k < cnt; ++k) {
+    const float r = rs[k] = 1.0f / std::sqrt(static_cast<float>(0.0 + sums[k]) / fn + eps);
+    float* yr = y[k];
+    const float* xr = x[k];
+    if (yr != xr) std::copy(xr, xr + n, yr);
+    MulRow(d, yr, r, w, n);
   }
 }
 
@@ -196,6 +289,8 @@ HWY_AFTER_NAMESPACE();
 namespace tpu::host {
 HWY_EXPORT(AddF32LanesImpl);
 HWY_EXPORT(SumF32RowGroupImpl);
+HWY_EXPORT(LayerNormGroupF32Impl);
+HWY_EXPORT(RmsNormGroupF32Impl);
 HWY_EXPORT(AddF32ColsFloatImpl);
 HWY_EXPORT(MaxF32RowImpl);
 HWY_EXPORT(AddF32ColsImpl);
@@ -244,6 +339,14 @@ double SumF32Lanes(const float* x, int64_t n) {
   LaneSum s(n);
   s.Feed(x, n);
   return s.total;
+}
+void LayerNormGroupF32(const float* const* x, float* const* y, float* sq, int64_t cnt, int64_t n, const float* w,
+                       const float* b, float eps, float* mu, float* rs) {
+  HWY_DYNAMIC_DISPATCH(LayerNormGroupF32Impl)(x, y, sq, cnt, n, w, b, eps, mu, rs);
+}
+void RmsNormGroupF32(const float* const* x, float* const* y, float* sq, int64_t cnt, int64_t n, const float* w,
+                     float eps, float* rs) {
+  HWY_DYNAMIC_DISPATCH(RmsNormGroupF32Impl)(x, y, sq, cnt, n, w, eps, rs);
 }
 void SumF32RowGroup(const float* const* rows, int64_t cnt, int64_t n, double* out) {
   if (n <= LaneSum::kBlock) return HWY_DYNAMIC_DISPATCH(SumF32RowGroupImpl)(rows, cnt, n, out);

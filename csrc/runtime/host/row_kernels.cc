@@ -340,6 +340,17 @@ Status LayerNormRows(const View& x, int axis, const View* weight, const View* bi
     for (int64_t g0 = r0; g0 < r1; g0 += G) {
       const int64_t cnt = std::min(G, r1 - g0);
       for (int64_t k = 0; k < cnt; ++k) rows[k] = Read(X, g0 + k, xbuf + k * n);
+      if (G > 1) {  // Note [Norm row groups]: the whole group in one call
+        float mus[kSumRowGroup], rss[kSumRowGroup];
+        for (int64_t k = 0; k < cnt; ++k) yrows[k] = Target(Y, g0 + k, ybuf + k * n);
+        LayerNormGroupF32(rows, yrows, sq, cnt, n, w, b, feps, mus, rss);
+        for (int64_t k = 0; k < cnt; ++k) {
+          Flush(Y, g0 + k, yrows[k]);
+          if (mean) SetScalar(M, g0 + k, mus[k]);
+          if (rstd) SetScalar(R, g0 + k, rss[k]);
+        }
+        continue;
+      }
       SumF32RowGroup(rows, cnt, n, sums);
       float mu[kSumRowGroup];
       for (int64_t k = 0; k < cnt; ++k) {
@@ -421,6 +432,27 @@ Status RmsNormRows(const View& x, int axis, const View* weight, double eps, cons
   const float fn = static_cast<float>(n), feps = static_cast<float>(eps);
   std::vector<float> wbuf(std::max<int64_t>(1, n));
   const float* w = weight ? Read(W, 0, wbuf.data()) : nullptr;
+  const int64_t G = GroupRows(n);
+  if (G > 1) {  // Note [Norm row groups]
+    ForRows(X.rows, n, 3 * G, [&](int64_t r0, int64_t r1, float* buf) {
+      const float* rows[kSumRowGroup];
+      float* yrows[kSumRowGroup];
+      float rss[kSumRowGroup];
+      for (int64_t g0 = r0; g0 < r1; g0 += G) {
+        const int64_t cnt = std::min(G, r1 - g0);
+        for (int64_t k = 0; k < cnt; ++k) {
+          rows[k] = Read(X, g0 + k, buf + k * n);
+          yrows[k] = Target(Y, g0 + k, buf + (G + k) * n);
+        }
+        RmsNormGroupF32(rows, yrows, buf + 2 * G * n, cnt, n, w, feps, rss);
+        for (int64_t k = 0; k < cnt; ++k) {
+          Flush(Y, g0 + k, yrows[k]);
+          if (rrms) SetScalar(R, g0 + k, rss[k]);
+        }
+      }
+    });
+    return Status::Ok();
+  }
   ForRows(X.rows, n, 3, [&](int64_t r0, int64_t r1, float* buf) {
     float* sq = buf + 2 * n;
     for (int64_t r = r0; r < r1; ++r) {
