@@ -454,3 +454,21 @@ def test_clip_grad_norm(mode):
     for (total_c, grads_c), (total_t, grads_t) in results.values():
         torch.testing.assert_close(total_t, total_c)
         torch.testing.assert_close(grads_t, grads_c)
+
+
+def test_contiguous_integer_and_bool_rows(mode):
+    # Rows reduced along their contiguous last dim take unswitched loops (bool all/any decided by
+    # the first false / true byte): one differing element at every position, tails included.
+    n = 67
+    ones = torch.ones(n, n, dtype=torch.bool)
+    ones[torch.arange(n), torch.arange(n)] = False  # row r: false at r
+    zeros = ~ones  # row r: true at r only
+    both = torch.cat([ones, zeros, torch.ones(1, n, dtype=torch.bool), torch.zeros(1, n, dtype=torch.bool)])
+    for f in (lambda t: t.all(-1), lambda t: t.any(-1), lambda t: t.sum(-1), lambda t: t.all(-1, keepdim=True)):
+        check_same(f, both)
+    x = torch.randint(-2**62, 2**62, (5, 3, 130), generator=torch.Generator().manual_seed(0))
+    for f in (lambda t: t.amax(-1), lambda t: t.amin(-1), lambda t: t.sum(-1), lambda t: t.prod(-1)):
+        check_same(f, x)  # sums and products wrap as on the CPU
+    y = torch.randint(-100, 100, (7, 300), dtype=torch.int32, generator=torch.Generator().manual_seed(1))
+    for f in (lambda t: t.amax(-1), lambda t: t.amin(-1), lambda t: t.sum(-1)):
+        check_same(f, y)
