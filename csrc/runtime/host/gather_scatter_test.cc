@@ -174,24 +174,26 @@ TEST(GatherTest, BatchedOutOfRangeNamesTheFirstBadIndex) {
 // torch.scatter_add's form along dim 0 of [4, 3]: updates of one destination combine in index
 // order, each column only into its own column.
 TEST(ScatterTest, BatchedAddAlongDim) {
-  Builder b;
-  int o = b.Param(T(F, {4, 3}));
-  int i = b.Param(T(DType::kI64, {5, 3, 1}));
-  int u = b.Param(T(F, {5, 3}));
-  b.Result(b.Scatter(o, i, u, {}, {0}, {0}, ReduceKind::kAdd, true, {1}, {1}));
+  auto run = [](std::vector<float>& operand, std::vector<int64_t>& idx, std::vector<float>& updates,
+                std::vector<float>& out) {
+    Builder b;
+    int o = b.Param(T(F, {4, 3}));
+    int i = b.Param(T(DType::kI64, {5, 3, 1}));
+    int u = b.Param(T(F, {5, 3}));
+    b.Result(b.Scatter(o, i, u, {}, {0}, {0}, ReduceKind::kAdd, true, {1}, {1}));
+    return RunProgram(b, Bindings(Bind(operand, F, {4, 3}), Bind(idx, DType::kI64, {5, 3, 1}), Bind(updates, F, {5, 3})),
+                      Bindings(Bind(out, F, {4, 3})));
+  };
   std::vector<float> operand(12, 1.0f), updates(15), out(12);
   for (int k = 0; k < 15; ++k) updates[k] = static_cast<float>(k + 1);
   std::vector<int64_t> idx = {0, 3, 3, 0, 3, 1, 2, 2, 1, 0, 0, 0, 3, 1, 2};
-  ASSERT_TRUE(RunProgram(b, Bindings(Bind(operand, F, {4, 3}), Bind(idx, DType::kI64, {5, 3, 1}), Bind(updates, F, {5, 3})),
-                         Bindings(Bind(out, F, {4, 3})))
-                  .ok());
+  ASSERT_TRUE(run(operand, idx, updates, out).ok());
   std::vector<float> want(12, 1.0f);
   for (int j = 0; j < 5; ++j)
     for (int c = 0; c < 3; ++c) want[idx[j * 3 + c] * 3 + c] += updates[j * 3 + c];
   EXPECT_EQ(out, want);
   idx[7] = 4;
-  Status s = RunProgram(b, Bindings(Bind(operand, F, {4, 3}), Bind(idx, DType::kI64, {5, 3, 1}), Bind(updates, F, {5, 3})),
-                        Bindings(Bind(out, F, {4, 3})));
+  Status s = run(operand, idx, updates, out);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.message(), "index 4 is out of bounds for dimension 0 with size 4");
 }
