@@ -16,7 +16,8 @@ import torch_tpu
 from conftest import check_same, to_cpu
 
 OWN = {"aten::_softmax", "aten::_log_softmax", "aten::_softmax_backward_data", "aten::_log_softmax_backward_data",
-       "aten::native_layer_norm", "aten::native_layer_norm_backward", "aten::nll_loss_forward",
+       "aten::native_layer_norm", "aten::native_layer_norm_backward", "aten::_fused_rms_norm",
+       "aten::_fused_rms_norm_backward", "aten::nll_loss_forward",
        "aten::nll_loss_backward", "aten::nll_loss2d_forward", "aten::nll_loss2d_backward", "aten::mse_loss",
        "aten::mse_loss_backward", "aten::smooth_l1_loss", "aten::smooth_l1_loss_backward", "aten::huber_loss",
        "aten::huber_loss_backward", "aten::binary_cross_entropy", "aten::binary_cross_entropy_backward",
@@ -165,6 +166,57 @@ def test_layer_norm_grad(mode, no_fallback, affine):
     w, b = (torch.randn(6, 10), torch.randn(6, 10)) if affine else (None, None)
     grads_match(lambda x, w, b: F.layer_norm(x, (6, 10), w, b), x, w, b)
     grads_match(lambda x: F.layer_norm(x, (4, 6, 10)), x)  # one group over every dim
+
+
+# ---- RMS norm (F.rms_norm reaches _fused_rms_norm on this device) ---------------------------------
+@pytest.mark.parametrize("norm_shape", [(8,), (3, 8)])
+@pytest.mark.parametrize("weight", [True, False])
+@pytest.mark.parametrize("eps", [None, 1e-3])
+def test_rms_norm(mode, no_fallback, norm_shape, weight, eps):
+    x = torch.randn(2, 4, 3, 8) * 3 + 1
+    w = torch.randn(norm_shape) if weight else None
+    grads_match(lambda x, w: F.rms_norm(x, norm_shape, w, eps), x, w)
+    grads_match(lambda x, w: F.rms_norm(x.transpose(0, 1), norm_shape, w, eps), x, w)  # strided
+    check_same(lambda x, w: torch.ops.aten._fused_rms_norm(x, list(norm_shape), w, eps), x, w)  # rstd too
+
+
+def test_rms_norm_is_one_program_each_way():
+    # Strict mode: the forward and the backward are one program each (the decomposition was six
+    # forward programs).
+    x = torch.randn(64, 32, device="tpu", requires_grad=True)
+    w = torch.randn(32, device="tpu", requires_grad=True)
+    g = torch.randn(64, 32, device="tpu")
+    with torch_tpu.eager_mode("strict"):
+        for _ in range(2):  # the first compiles
+            x.grad = w.grad = None
+            torch_tpu.synchronize()
+            torch_tpu.metrics.reset()
+            y = F.rms_norm(x, (32,), w)
+            torch_tpu.synchronize()
+            forward = torch_tpu.metrics.counters()["executions"]
+            y.backward(g)
+            torch_tpu.synchronize()
+            assert (forward, torch_tpu.metrics.counters()["executions"] - forward) == (1, 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("weight_dtype", [None, torch.float32])
+def test_rms_norm_dtypes(mode, no_fallback, dtype, weight_dtype):
+    # bfloat16 computes in float32 and rounds once (the CPU's composite does the same); rstd is
+    # float32 there. A weight of another floating dtype leaves the output in the input's dtype.
+    x = (torch.randn(5, 16) * 2).to(dtype)
+    w = torch.randn(16).to(weight_dtype or dtype)
+    check_same(lambda x, w: torch.ops.aten._fused_rms_norm(x, [16], w, None), x, w)
+    tol = dict(rtol=1.6e-2, atol=1e-2) if dtype == torch.bfloat16 else {}
+    grads_match(lambda x, w: F.rms_norm(x, (16,), w), x, w, **tol)
+
+
+def test_rms_norm_errors_and_empty(mode):
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        F.rms_norm(torch.ones(2, 3, dtype=torch.long, device="tpu"), (3,))
+    with pytest.raises(RuntimeError, match="Expected weight to be of same shape"):
+        F.rms_norm(torch.ones(2, 3, device="tpu"), (3,), torch.ones(4, device="tpu"))
+    check_same(lambda x: torch.ops.aten._fused_rms_norm(x, [0], None, None), torch.ones(2, 0))
 
 
 def test_layer_norm_backward_mask(mode, no_fallback):

@@ -1,9 +1,12 @@
-// Layer norm: native_layer_norm and native_layer_norm_backward -> reduce + elementwise IR.
+// Layer norm (native_layer_norm and native_layer_norm_backward) and RMS norm (_fused_rms_norm and
+// its backward) -> reduce + elementwise IR.
 //
 // The statistics reduce over the trailing normalized dims directly (no reshape), so strided
 // inputs are read in place. Statistics and outputs compute in float32 for bfloat16/float16 and
 // round once; the variance is two-pass (mean first, then the mean of squared deviations).
-// rms_norm is not a backend op in torch 2.13 (CompositeImplicitAutograd: pow, mean, rsqrt, mul).
+// F.rms_norm (CompositeImplicitAutograd) calls _fused_rms_norm on a device that implements it: one
+// program forward and one backward, where its decomposition (pow, mean, add, rsqrt, mul, mul) was
+// six forward and more backward.
 #include <torch/library.h>
 
 #include <limits>
@@ -33,8 +36,9 @@ void CheckParam(const at::Tensor& input, const at::Tensor& p) {
               "mixed dtype: expect parameter to have scalar type of Float");
 }
 
+// `param_dtypes`: layer norm's rule for the parameters' dtypes (RMS norm takes any floating weight).
 LnShape CheckLayerNorm(const at::Tensor& input, at::IntArrayRef normalized_shape,
-                       const at::Tensor& weight, const at::Tensor& bias) {
+                       const at::Tensor& weight, const at::Tensor& bias, bool param_dtypes = true) {
   int64_t nd = static_cast<int64_t>(normalized_shape.size());
   TORCH_CHECK(
       nd >= 1,
@@ -58,8 +62,10 @@ LnShape CheckLayerNorm(const at::Tensor& input, at::IntArrayRef normalized_shape
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()),
                               "\"LayerNormKernelImpl\" not implemented for '", input.scalar_type(),
                               "'");
-  CheckParam(input, weight);
-  CheckParam(input, bias);
+  if (param_dtypes) {
+    CheckParam(input, weight);
+    CheckParam(input, bias);
+  }
   LnShape s;
   s.axis = rank - nd;
   s.dims = ToDims(input.sizes());
@@ -183,11 +189,99 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
   return {dx, dw, db};
 }
 
+// ---- RMS norm ---------------------------------------------------------------------------------
+// As the CPU's composite computes it: in float32 for bfloat16/float16 (float64 stays float64),
+// rstd = rsqrt(mean(x^2) + eps) over the normalized dims, y = x * rstd * weight rounded once to the
+// input's dtype (whatever the weight's floating dtype), rstd returned keepdim in the compute type;
+// eps by default the compute type's epsilon.
+LnShape CheckRmsNorm(const char* op, const at::Tensor& input, at::IntArrayRef normalized_shape,
+                     const at::Tensor& w) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()), "\"rms_norm\" not implemented for '",
+                              input.scalar_type(), "'");
+  TORCH_CHECK(!w.defined() || at::isFloatingType(w.scalar_type()), op, ": expected a floating-point weight, got ",
+              w.scalar_type());
+  return CheckLayerNorm(input, normalized_shape, w, at::Tensor(), /*param_dtypes=*/false);
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
+                                                  const std::optional<at::Tensor>& weight_opt,
+                                                  std::optional<double> eps_opt) {
+  const at::Tensor& w = weight_opt.has_value() ? *weight_opt : at::Tensor();
+  CheckSameDevice("_fused_rms_norm", {&input, &w});
+  LnShape s = CheckRmsNorm("_fused_rms_norm", input, normalized_shape, w);
+  at::ScalarType ct = OpMath(input.scalar_type());
+  const double eps = eps_opt.has_value() ? *eps_opt
+                     : ct == at::kDouble ? std::numeric_limits<double>::epsilon()
+                                         : static_cast<double>(std::numeric_limits<float>::epsilon());
+  at::Tensor out = EmptyLike(input.sizes(), input.scalar_type(), input);
+  at::Tensor rstd = EmptyLike(s.stat_dims, ct, input);
+  if (input.numel() == 0) {
+    if (rstd.numel() != 0) rstd.fill_(std::numeric_limits<double>::quiet_NaN());  // the mean of no elements
+    return {out, rstd};
+  }
+  Lowering l("aten::_fused_rms_norm");
+  Builder& b = l.b();
+  int x = l.Input(input, ct);
+  int ms = GroupMean(b, b.Binary(OpCode::kMultiply, x, x), s);
+  int r = b.Unary(OpCode::kRsqrt, b.Binary(OpCode::kAdd, ms, b.BroadcastTo(l.Scalar(eps, ct), s.outer)));
+  int y = b.Binary(OpCode::kMultiply, x, Stat(b, r, s));
+  if (w.defined()) y = b.Binary(OpCode::kMultiply, y, Param(b, l.Input(w, ct), s));
+  l.Output(y, out);
+  l.Output(b.Reshape(r, s.stat_dims), rstd);
+  l.Run();
+  return {out, rstd};
+}
+
+// dx = rstd * (gw - xhat * mean(gw * xhat)), gw = grad * weight, xhat = x * rstd; dweight = the
+// sum over the outer dims of grad * xhat (in the compute type, rounded once).
+std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
+                                                           at::IntArrayRef normalized_shape, const at::Tensor& rstd,
+                                                           const std::optional<at::Tensor>& weight_opt,
+                                                           std::array<bool, 2> mask) {
+  const at::Tensor& w = weight_opt.has_value() ? *weight_opt : at::Tensor();
+  CheckSameDevice("_fused_rms_norm_backward", {&grad_out, &input, &rstd, &w});
+  LnShape s = CheckRmsNorm("_fused_rms_norm_backward", input, normalized_shape, w);
+  TORCH_CHECK(grad_out.sizes() == input.sizes(), "_fused_rms_norm_backward: grad_out has shape ", grad_out.sizes(),
+              " but input has shape ", input.sizes());
+  const int64_t groups = c10::multiply_integers(s.outer);
+  TORCH_CHECK(rstd.numel() == groups, "_fused_rms_norm_backward: expected rstd with ", groups, " elements, got ",
+              rstd.numel());
+  at::Tensor dx, dw;
+  if (mask[0]) dx = EmptyLike(input.sizes(), input.scalar_type(), input);
+  if (mask[1] && w.defined()) dw = EmptyLike(w.sizes(), w.scalar_type(), w);
+  if (input.numel() == 0) {
+    if (dw.defined()) dw.zero_();
+    return {dx, dw};
+  }
+  if (!dx.defined() && !dw.defined()) return {dx, dw};
+  Lowering l("aten::_fused_rms_norm_backward");
+  Builder& b = l.b();
+  at::ScalarType ct = OpMath(input.scalar_type());
+  int g = l.Input(grad_out, ct);
+  int x = l.Input(input, ct);
+  int r = b.Reshape(l.Input(rstd, ct), s.outer);
+  int xhat = b.Binary(OpCode::kMultiply, x, Stat(b, r, s));
+  if (dx.defined()) {
+    int gw = w.defined() ? b.Binary(OpCode::kMultiply, g, Param(b, l.Input(w, ct), s)) : g;
+    int c = Stat(b, GroupMean(b, b.Binary(OpCode::kMultiply, gw, xhat), s), s);
+    int inner = b.Binary(OpCode::kSubtract, gw, b.Binary(OpCode::kMultiply, xhat, c));
+    l.Output(b.Binary(OpCode::kMultiply, Stat(b, r, s), inner), dx);
+  }
+  if (dw.defined()) {
+    int gx = b.Binary(OpCode::kMultiply, g, xhat);
+    l.Output(s.axis == 0 ? gx : nn::Sum(b, gx, s.outer_axes), dw);
+  }
+  l.Run();
+  return {dx, dw};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_layer_norm", layer_norm);
   m.impl("native_layer_norm_backward", layer_norm_backward);
+  m.impl("_fused_rms_norm", fused_rms_norm);
+  m.impl("_fused_rms_norm_backward", fused_rms_norm_backward);
 }
 
 }  // namespace tpu::torch_bridge
