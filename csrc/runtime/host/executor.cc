@@ -183,6 +183,13 @@ Status RunRows(const RowStep& r, const std::vector<View>& views) {
       std::memcpy(&eps, e.data, 4);
       return LayerNormRows(views[r.x], r.dim, opt(r.weight), opt(r.bias), eps, views[r.out], opt(r.mean), opt(r.rstd));
     }
+    case RowKind::kRmsNorm: {
+      const View& e = views[r.eps];
+      if (e.dtype != DType::kF32 || e.NumElements() != 1) return Internal("rms norm rows: eps is not one float");
+      float eps;
+      std::memcpy(&eps, e.data, 4);
+      return RmsNormRows(views[r.x], r.dim, opt(r.weight), eps, views[r.out], opt(r.rstd));
+    }
   }
   return Internal("unknown row step");
 }

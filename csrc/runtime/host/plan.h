@@ -39,7 +39,7 @@ struct FusedRegion {
 void MatchComposites(const Graph& g, FusedRegion& region);
 
 // A chain of ops that one row kernel computes (Note [Row chains], row_match.cc).
-enum class RowKind : uint8_t { kSoftmax, kLogSoftmax, kLayerNorm, kSoftmaxBackward, kLogSoftmaxBackward };
+enum class RowKind : uint8_t { kSoftmax, kLogSoftmax, kLayerNorm, kSoftmaxBackward, kLogSoftmaxBackward, kRmsNorm };
 struct RowStep {
   RowKind kind = RowKind::kSoftmax;
   int x = -1;            // the chain's input value (softmax backward: the gradient)
@@ -47,7 +47,8 @@ struct RowStep {
   int out = -1;          // the value it computes
   int dim = 0;           // the row dim of x (layer norm: the first normalized dim)
   // Layer norm: weight, bias and eps (a rank-0 value) read, mean and rstd (the per-row
-  // statistics, read by ops outside the chain) written; -1 where the chain has none.
+  // statistics, read by ops outside the chain) written; -1 where the chain has none. RMS norm:
+  // weight, eps and rstd likewise.
   int weight = -1, bias = -1, eps = -1, mean = -1, rstd = -1;
   std::vector<int> ops;  // the chain's op indices: no other step runs them
   // The values the step reads and writes.

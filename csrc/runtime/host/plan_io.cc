@@ -11,8 +11,9 @@
 namespace tpu::host {
 namespace {
 
-// 2: row steps; 3: results' scratch apart; 4: with the temps of reshaped results (Note [Reshaped results])
-constexpr uint32_t kPlanFormat = 4;
+// 2: row steps; 3: results' scratch apart; 4: with the temps of reshaped results (Note [Reshaped
+// results]); 5: RMS norm row steps (matched again on reading: a plan of 4 would not match)
+constexpr uint32_t kPlanFormat = 5;
 
 void WriteInts(const std::vector<int>& v, ByteWriter& w) {
   w.U64(v.size());

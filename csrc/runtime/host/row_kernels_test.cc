@@ -120,10 +120,11 @@ TEST(RowKernelsTest, SoftmaxEqualsTheIrChainExactly) {
 TEST(RowKernelsTest, LayerNormChainPlannedAsARowStepEqualsTheChain) {
   // norm.cc's chain with eps a program argument, weight, bias, and mean/rstd read through
   // reshapes (what native_layer_norm returns). Planned whole it is one row step (Note [Row
-  // chains]); with xc also a result the planner keeps the chain; both give the same bits.
+  // chains]); with xc and the variance also results the planner keeps the chain (xc alone a result
+  // would leave the RMS norm of xc, a row step of its own); both give the same bits.
   const int64_t A = 6, B = 11, N = 130;
   std::vector<float> x = Values(A * B * N, 4, 3.0f), w = Values(N, 5), bias = Values(N, 6), eps{1e-5f};
-  std::vector<float> y[2], mean[2], rstd[2], xc_out(A * B * N);
+  std::vector<float> y[2], mean[2], rstd[2], xc_out(A * B * N), var_out(A * B);
   for (int keep_chain = 0; keep_chain < 2; ++keep_chain) {
     Builder b;
     int p = b.Param(T(F, {A, B, N}));
@@ -144,13 +145,14 @@ TEST(RowKernelsTest, LayerNormChainPlannedAsARowStepEqualsTheChain) {
     b.Result(out);
     b.Result(b.Reshape(mu, {A, B, 1}));
     b.Result(b.Reshape(r, {A, B, 1}));
-    if (keep_chain) b.Result(xc);
+    if (keep_chain) b.Result(xc), b.Result(var);
     y[keep_chain].resize(A * B * N);
     mean[keep_chain].resize(A * B);
     rstd[keep_chain].resize(A * B);
     auto params = Bindings(Bind(x, F, {A, B, N}), Bind(w, F, {N}), Bind(bias, F, {N}), Bind(eps, F, {}));
     Status st = keep_chain ? RunWithRowSteps(b, 0, std::move(params), Bindings(Bind(y[1], F, {A, B, N}), Bind(mean[1], F, {A, B, 1}),
-                                                            Bind(rstd[1], F, {A, B, 1}), Bind(xc_out, F, {A, B, N})))
+                                                            Bind(rstd[1], F, {A, B, 1}), Bind(xc_out, F, {A, B, N}),
+                                                            Bind(var_out, F, {A, B})))
                            : RunWithRowSteps(b, 1, std::move(params), Bindings(Bind(y[0], F, {A, B, N}), Bind(mean[0], F, {A, B, 1}),
                                                             Bind(rstd[0], F, {A, B, 1})));
     ASSERT_TRUE(st.ok()) << st.ToString();
@@ -168,6 +170,51 @@ TEST(RowKernelsTest, LayerNormChainPlannedAsARowStepEqualsTheChain) {
     ASSERT_NEAR(mean[0][row], m, 1e-6);
     for (int64_t j = 0; j < N; ++j)
       ASSERT_NEAR(y[0][row * N + j], (x[row * N + j] - m) * rs * w[j] + bias[j], 2e-5) << row << "," << j;
+  }
+}
+
+TEST(RowKernelsTest, RmsNormChainPlannedAsARowStepEqualsTheChain) {
+  // norm.cc's _fused_rms_norm chain (eps an argument, a weight, rstd read through a reshape), rows
+  // short enough to go in groups (Note [Norm row groups]) and longer ones. Planned whole it is one
+  // row step; with the squares also a result the planner keeps the chain; both give the same bits.
+  for (const int64_t N : {int64_t{130}, int64_t{300}}) {
+    const int64_t A = 5, B = 7;
+    std::vector<float> x = Values(A * B * N, 4, 3.0f), w = Values(N, 5), eps{1e-5f};
+    std::vector<float> y[2], rstd[2], sq_out(A * B * N);
+    for (int keep_chain = 0; keep_chain < 2; ++keep_chain) {
+      Builder b;
+      int p = b.Param(T(F, {A, B, N}));
+      int pw = b.Param(T(F, {N}));
+      int pe = b.Param(T(F, {}));
+      int sq = b.Binary(OpCode::kMultiply, p, p);
+      int sum = b.Reduce(sq, b.Constant(0.0, F), {2}, ReduceKind::kAdd);
+      int ms = b.Binary(OpCode::kDivide, sum, b.ScalarLike(static_cast<double>(N), sum));
+      int r = b.Unary(OpCode::kRsqrt, b.Binary(OpCode::kAdd, ms, b.BroadcastTo(pe, {A, B})));
+      int out = b.Binary(OpCode::kMultiply, p, b.BroadcastInDim(r, {A, B, N}, {0, 1}));
+      out = b.Binary(OpCode::kMultiply, out, b.BroadcastInDim(pw, {A, B, N}, {2}));
+      b.Result(out);
+      b.Result(b.Reshape(r, {A, B, 1}));
+      if (keep_chain) b.Result(sq);
+      y[keep_chain].resize(A * B * N);
+      rstd[keep_chain].resize(A * B);
+      auto params = Bindings(Bind(x, F, {A, B, N}), Bind(w, F, {N}), Bind(eps, F, {}));
+      Status st = keep_chain ? RunWithRowSteps(b, 0, std::move(params),
+                                               Bindings(Bind(y[1], F, {A, B, N}), Bind(rstd[1], F, {A, B, 1}),
+                                                        Bind(sq_out, F, {A, B, N})))
+                             : RunWithRowSteps(b, 1, std::move(params),
+                                               Bindings(Bind(y[0], F, {A, B, N}), Bind(rstd[0], F, {A, B, 1})));
+      ASSERT_TRUE(st.ok()) << st.ToString();
+    }
+    for (size_t i = 0; i < y[0].size(); ++i) ASSERT_EQ(y[0][i], y[1][i]) << N << ": " << i;
+    EXPECT_EQ(rstd[0], rstd[1]) << N;
+    for (int64_t row = 0; row < A * B; ++row) {  // and against float64
+      double ms = 0;
+      for (int64_t j = 0; j < N; ++j) ms += static_cast<double>(x[row * N + j]) * x[row * N + j];
+      const double rs = 1 / std::sqrt(ms / N + 1e-5);
+      ASSERT_NEAR(rstd[0][row], rs, 1e-6 * rs) << N << ": " << row;
+      for (int64_t j = 0; j < N; ++j)
+        ASSERT_NEAR(y[0][row * N + j], x[row * N + j] * rs * w[j], 2e-5) << N << ": " << row << "," << j;
+    }
   }
 }
 

@@ -2,7 +2,8 @@
 // elementwise ops (csrc/torch/lower/softmax.cc): forward, a max reduce, a broadcast back, a
 // subtract, an exp, a sum reduce and a divide (or a log and a subtract); backward, a sum of g * y
 // (or of g) broadcast back into y * (g - s) (or g - exp(y) * s). Layer norm (norm.cc) is two group
-// means, a subtract, a square, an rsqrt and the scaling by weight and bias. Planned op by op such
+// means, a subtract, a square, an rsqrt and the scaling by weight and bias; RMS norm (norm.cc
+// fused_rms_norm) the mean of the squares, an rsqrt and the scaling. Planned op by op such
 // a chain is several passes over the tensor plus the reductions' strided reads; a row kernel
 // (row_kernels.h) computes it in one pass per row with the same vector pieces, so its float32
 // results equal the chain's along the last dim (along another dim the reduce kernel's column sums
@@ -61,6 +62,18 @@ class Matcher : public GraphUses {
     const Op& op = g_.ops[i];
     if (op.code != code || op.operands[0] != a) return false;
     return b == -2 || (op.operands.size() == 2 && op.operands[1] == b);
+  }
+
+  // A rank-0 float32 eps added to the statistics (`add` op's second operand), possibly through a
+  // broadcast only the chain reads: sets eps and the broadcast's op (or -1).
+  bool Eps(int add, int* eps, int* eps_bcast) const {
+    *eps = g_.ops[add].operands[1];
+    *eps_bcast = -1;
+    if (const Op* p = Producer(*eps); p && p->code == OpCode::kBroadcastInDim && p->attrs.a.empty() && Inner(*eps, 1)) {
+      *eps_bcast = *eps - np_;
+      *eps = p->operands[0];
+    }
+    return g_.TypeOf(*eps).rank() == 0 && g_.TypeOf(*eps).dtype == DType::kF32;
   }
 
   // softmax / log_softmax anchored at the max reduce `i` (Note [Row chains]).
@@ -214,13 +227,8 @@ class Matcher : public GraphUses {
     if (d2 < 0 || !IsMean(d2, Value(r2), n)) return false;
     int add = Sole(Value(d2));
     if (add < 0 || g_.ops[add].code != OpCode::kAdd || g_.ops[add].operands[0] != Value(d2)) return false;
-    // eps: a rank-0 float32 value, broadcast to the statistics' shape.
-    int eps = g_.ops[add].operands[1], eps_bcast = -1;
-    if (const Op* p = Producer(eps); p && p->code == OpCode::kBroadcastInDim && p->attrs.a.empty() && Inner(eps, 1)) {
-      eps_bcast = eps - np_;
-      eps = p->operands[0];
-    }
-    if (g_.TypeOf(eps).rank() != 0 || g_.TypeOf(eps).dtype != DType::kF32) return false;
+    int eps, eps_bcast;
+    if (!Eps(add, &eps, &eps_bcast)) return false;
     int rs = Sole(Value(add));
     if (rs < 0 || !Is(rs, OpCode::kRsqrt, Value(add))) return false;
     const int r = Value(rs);
@@ -322,6 +330,59 @@ class Matcher : public GraphUses {
     return true;
   }
 
+  // RMS norm anchored at the sum of squares (Note [Row chains]; norm.cc fused_rms_norm):
+  //   r = rsqrt(sum(x * x)/n + eps); y = x * bcast(r) [* bcast(w)]; r may also be read outside.
+  bool RmsNorm(int i, RowStep* out) const {
+    int sqv, axis;
+    if (!IsTrailingSum(i, &sqv, &axis) || axis == 0 || !Inner(sqv, 1)) return false;
+    const Op* sq = Producer(sqv);
+    if (!sq || sq->code != OpCode::kMultiply || sq->operands[0] != sq->operands[1]) return false;
+    int x = sq->operands[0];
+    const TensorType& xt = g_.TypeOf(x);
+    if (xt.dtype != DType::kF32) return false;
+    const Dims& full = xt.dims;
+    int64_t n = 1;
+    for (int d = axis; d < xt.rank(); ++d) n *= full[d];
+    int d1 = Sole(Value(i));
+    if (d1 < 0 || !IsMean(d1, Value(i), n)) return false;
+    int add = Sole(Value(d1));
+    if (add < 0 || g_.ops[add].code != OpCode::kAdd || g_.ops[add].operands[0] != Value(d1)) return false;
+    int eps, eps_bcast;
+    if (!Eps(add, &eps, &eps_bcast)) return false;
+    int rs = Sole(Value(add));
+    if (rs < 0 || !Is(rs, OpCode::kRsqrt, Value(add))) return false;
+    const int r = Value(rs);
+    int br = -1;
+    for (int u : Users(r))
+      if (IsBroadcastPart(u, r, full, axis, true)) br = u;
+    if (br < 0 || !Inner(Value(br), 1)) return false;
+    const int scale = Sole(Value(br));
+    if (scale < 0 || !Is(scale, OpCode::kMultiply, x, Value(br))) return false;
+    std::vector<int> ops = {sqv - np_, i, d1, add, rs, br, scale};
+    if (eps_bcast >= 0) ops.push_back(eps_bcast);
+    int y = scale, w = -1, op, bc;
+    if (ScaledBy(Value(y), OpCode::kMultiply, full, axis, &op, &bc, &w)) {
+      ops.push_back(bc);
+      ops.push_back(op);
+      y = op;
+    }
+    for (int k : ops)
+      if (g_.ops[k].type.dtype != DType::kF32) return false;
+    if (w >= 0 && g_.TypeOf(w).dtype != DType::kF32) return false;
+    for (int u : Users(r))  // the statistic is read outside the chain only after it
+      if (std::find(ops.begin(), ops.end(), u) == ops.end() && u < y) return false;
+    for (int k : {d1, i}) Absorb(g_.ops[k].operands[1], &ops);
+    out->kind = RowKind::kRmsNorm;
+    out->x = x;
+    out->out = Value(y);
+    out->dim = axis;
+    out->weight = w;
+    out->eps = eps;
+    out->rstd = Users(r).size() > 1 || result_[r] ? r : -1;
+    out->ops = std::move(ops);
+    return true;
+  }
+
   // Adds v's op (a constant, or a broadcast of one: read by nothing else) to `ops`.
   void Absorb(int v, std::vector<int>* ops) const {
     const Op* p = Producer(v);
@@ -364,6 +425,7 @@ const char* RowKindName(RowKind k) {
     case RowKind::kSoftmax: return "softmax rows";
     case RowKind::kLogSoftmax: return "log_softmax rows";
     case RowKind::kLayerNorm: return "layer_norm rows";
+    case RowKind::kRmsNorm: return "rms_norm rows";
     case RowKind::kSoftmaxBackward: return "softmax backward rows";
     case RowKind::kLogSoftmaxBackward: return "log_softmax backward rows";
   }
@@ -381,7 +443,7 @@ std::vector<RowStep> MatchRowChains(const Graph& g) {
   for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
     if (taken[i] || g.ops[i].code != OpCode::kReduce) continue;
     RowStep r;
-    if (!m.Softmax(i, &r) && !m.LayerNorm(i, &r) && !m.SoftmaxBackward(i, &r)) continue;
+    if (!m.Softmax(i, &r) && !m.LayerNorm(i, &r) && !m.RmsNorm(i, &r) && !m.SoftmaxBackward(i, &r)) continue;
     bool overlaps = false;
     for (int k : r.ops) overlaps |= taken[k];
     if (overlaps) continue;  // (a constant two chains share is no one's)
