@@ -174,10 +174,12 @@ TEST(RowKernelsTest, LayerNormChainPlannedAsARowStepEqualsTheChain) {
 }
 
 TEST(RowKernelsTest, RmsNormChainPlannedAsARowStepEqualsTheChain) {
-  // norm.cc's _fused_rms_norm chain (eps an argument, a weight, rstd read through a reshape), rows
+  // norm.cc's _fused_rms_norm chain (eps an argument, a weight, rstd read through a reshape), and
+  // the keepdim form models write by hand (weight * (x * rsqrt(mean(x^2, keepdim) + eps))); rows
   // short enough to go in groups (Note [Norm row groups]) and longer ones. Planned whole it is one
   // row step; with the squares also a result the planner keeps the chain; both give the same bits.
-  for (const int64_t N : {int64_t{130}, int64_t{300}}) {
+  for (const int64_t N : {int64_t{130}, int64_t{300}})
+  for (const bool keepdim : {false, true}) {
     const int64_t A = 5, B = 7;
     std::vector<float> x = Values(A * B * N, 4, 3.0f), w = Values(N, 5), eps{1e-5f};
     std::vector<float> y[2], rstd[2], sq_out(A * B * N);
@@ -189,9 +191,16 @@ TEST(RowKernelsTest, RmsNormChainPlannedAsARowStepEqualsTheChain) {
       int sq = b.Binary(OpCode::kMultiply, p, p);
       int sum = b.Reduce(sq, b.Constant(0.0, F), {2}, ReduceKind::kAdd);
       int ms = b.Binary(OpCode::kDivide, sum, b.ScalarLike(static_cast<double>(N), sum));
-      int r = b.Unary(OpCode::kRsqrt, b.Binary(OpCode::kAdd, ms, b.BroadcastTo(pe, {A, B})));
-      int out = b.Binary(OpCode::kMultiply, p, b.BroadcastInDim(r, {A, B, N}, {0, 1}));
-      out = b.Binary(OpCode::kMultiply, out, b.BroadcastInDim(pw, {A, B, N}, {2}));
+      int out, r;
+      if (!keepdim) {
+        r = b.Unary(OpCode::kRsqrt, b.Binary(OpCode::kAdd, ms, b.BroadcastTo(pe, {A, B})));
+        out = b.Binary(OpCode::kMultiply, p, b.BroadcastInDim(r, {A, B, N}, {0, 1}));
+        out = b.Binary(OpCode::kMultiply, out, b.BroadcastInDim(pw, {A, B, N}, {2}));
+      } else {
+        r = b.Unary(OpCode::kRsqrt, b.Binary(OpCode::kAdd, b.Reshape(ms, {A, B, 1}), b.BroadcastTo(pe, {A, B, 1})));
+        out = b.Binary(OpCode::kMultiply, p, b.BroadcastInDim(r, {A, B, N}, {0, 1, 2}));
+        out = b.Binary(OpCode::kMultiply, b.BroadcastInDim(pw, {A, B, N}, {2}), out);
+      }
       b.Result(out);
       b.Result(b.Reshape(r, {A, B, 1}));
       if (keep_chain) b.Result(sq);
@@ -205,8 +214,8 @@ TEST(RowKernelsTest, RmsNormChainPlannedAsARowStepEqualsTheChain) {
                                                Bindings(Bind(y[0], F, {A, B, N}), Bind(rstd[0], F, {A, B, 1})));
       ASSERT_TRUE(st.ok()) << st.ToString();
     }
-    for (size_t i = 0; i < y[0].size(); ++i) ASSERT_EQ(y[0][i], y[1][i]) << N << ": " << i;
-    EXPECT_EQ(rstd[0], rstd[1]) << N;
+    for (size_t i = 0; i < y[0].size(); ++i) ASSERT_EQ(y[0][i], y[1][i]) << N << "," << keepdim << ": " << i;
+    EXPECT_EQ(rstd[0], rstd[1]) << N << "," << keepdim;
     for (int64_t row = 0; row < A * B; ++row) {  // and against float64
       double ms = 0;
       for (int64_t j = 0; j < N; ++j) ms += static_cast<double>(x[row * N + j]) * x[row * N + j];

@@ -330,8 +330,31 @@ class Matcher : public GraphUses {
     return true;
   }
 
-  // RMS norm anchored at the sum of squares (Note [Row chains]; norm.cc fused_rms_norm):
-  //   r = rsqrt(sum(x * x)/n + eps); y = x * bcast(r) [* bcast(w)]; r may also be read outside.
+  // a and b are one value, or reshapes of one value to one type (eager code that views a tensor
+  // twice records two reshapes: a model's x.pow(2) and x * r read two views of one x).
+  bool SameView(int a, int b) const {
+    if (a == b) return true;
+    const Op* pa = Producer(a);
+    const Op* pb = Producer(b);
+    return pa && pb && pa->code == OpCode::kReshape && pb->code == OpCode::kReshape &&
+           pa->operands[0] == pb->operands[0] && pa->type == pb->type;
+  }
+
+  // Op `i` broadcasts v (shape full[:axis] + [1] * (rank - axis), a keepdim statistic) to `full`.
+  bool IsStretch(int i, int v, const Dims& full, int axis) const {
+    const Op& op = g_.ops[i];
+    if (op.code != OpCode::kBroadcastInDim || op.operands[0] != v || op.type.dims != full) return false;
+    const Dims& vd = g_.TypeOf(v).dims;
+    if (vd.size() != full.size()) return false;
+    for (int d = 0; d < static_cast<int>(full.size()); ++d)
+      if (op.attrs.a[d] != d || vd[d] != (d < axis ? full[d] : 1)) return false;
+    return true;
+  }
+
+  // RMS norm anchored at the sum of squares (Note [Row chains]; norm.cc fused_rms_norm, and the
+  // keepdim form models write by hand: x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w):
+  //   r = rsqrt(sum(x * x)/n [reshaped keepdim] + eps); y = x * bcast(r) [* bcast(w), either
+  //   order]; r may also be read outside.
   bool RmsNorm(int i, RowStep* out) const {
     int sqv, axis;
     if (!IsTrailingSum(i, &sqv, &axis) || axis == 0 || !Inner(sqv, 1)) return false;
@@ -345,26 +368,51 @@ class Matcher : public GraphUses {
     for (int d = axis; d < xt.rank(); ++d) n *= full[d];
     int d1 = Sole(Value(i));
     if (d1 < 0 || !IsMean(d1, Value(i), n)) return false;
-    int add = Sole(Value(d1));
-    if (add < 0 || g_.ops[add].code != OpCode::kAdd || g_.ops[add].operands[0] != Value(d1)) return false;
+    int ms = Value(d1), keep = -1;  // the mean of squares, or its keepdim reshape
+    if (int u = Sole(ms); u >= 0 && g_.ops[u].code == OpCode::kReshape) {
+      Dims kd(full.begin(), full.begin() + axis);
+      kd.resize(full.size(), 1);
+      if (g_.ops[u].type.dims != kd) return false;
+      keep = u;
+      ms = Value(u);
+    }
+    int add = Sole(ms);
+    if (add < 0 || g_.ops[add].code != OpCode::kAdd || g_.ops[add].operands[0] != ms) return false;
     int eps, eps_bcast;
     if (!Eps(add, &eps, &eps_bcast)) return false;
     int rs = Sole(Value(add));
     if (rs < 0 || !Is(rs, OpCode::kRsqrt, Value(add))) return false;
     const int r = Value(rs);
-    int br = -1;
-    for (int u : Users(r))
-      if (IsBroadcastPart(u, r, full, axis, true)) br = u;
-    if (br < 0 || !Inner(Value(br), 1)) return false;
-    const int scale = Sole(Value(br));
-    if (scale < 0 || !Is(scale, OpCode::kMultiply, x, Value(br))) return false;
+    // The first broadcast of r that scales x (a backward in the same program may broadcast r
+    // again, and recompute x * r for the weight's gradient: those read r after the step).
+    int br = -1, scale = -1;
+    for (int u : Users(r)) {
+      if (!(keep < 0 ? IsBroadcastPart(u, r, full, axis, true) : IsStretch(u, r, full, axis)) || !Inner(Value(u), 1))
+        continue;
+      const int m = Sole(Value(u));
+      if (m >= 0 && g_.ops[m].code == OpCode::kMultiply && g_.ops[m].operands[1] == Value(u) &&
+          SameView(g_.ops[m].operands[0], x)) {
+        br = u, scale = m;
+        break;
+      }
+    }
+    if (br < 0) return false;
     std::vector<int> ops = {sqv - np_, i, d1, add, rs, br, scale};
+    if (keep >= 0) ops.push_back(keep);
     if (eps_bcast >= 0) ops.push_back(eps_bcast);
-    int y = scale, w = -1, op, bc;
-    if (ScaledBy(Value(y), OpCode::kMultiply, full, axis, &op, &bc, &w)) {
-      ops.push_back(bc);
-      ops.push_back(op);
-      y = op;
+    int y = scale, w = -1;
+    // The weight, multiplied from either side (a product's bits do not depend on the order).
+    if (int u = Sole(Value(y)); u >= 0 && g_.ops[u].code == OpCode::kMultiply) {
+      const Op& m = g_.ops[u];
+      const int other = m.operands[0] == Value(y) ? m.operands[1] : m.operands[0];
+      const Op* p = Producer(other);
+      if (p && Inner(other, 1) && IsBroadcastPart(other - np_, p->operands[0], full, axis, false) &&
+          g_.TypeOf(p->operands[0]).dims == Dims(full.begin() + axis, full.end())) {
+        ops.push_back(other - np_);
+        ops.push_back(u);
+        w = p->operands[0];
+        y = u;
+      }
     }
     for (int k : ops)
       if (g_.ops[k].type.dtype != DType::kF32) return false;
