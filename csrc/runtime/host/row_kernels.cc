@@ -329,7 +329,10 @@ Status LayerNormRows(const View& x, int axis, const View* weight, const View* bi
   std::vector<float> wb(2 * std::max<int64_t>(1, n));
   const float* w = weight ? Read(W, 0, wb.data()) : nullptr;
   const float* b = bias ? Read(B, 0, wb.data() + n) : nullptr;
-  const int64_t G = GroupRows(n);  // Note [Row groups]
+  // Note [Row groups]; Note [Norm row groups]: rows up to one lane block take the group kernel,
+  // longer ones than 256 a few at a time (a group's buffers stay near 8 KiB a row set).
+  const bool grouped = n <= LaneSum::kBlock;
+  const int64_t G = !grouped ? 1 : n <= 256 ? GroupRows(n) : std::max<int64_t>(1, std::min<int64_t>(kSumRowGroup, 2048 / n));
   ForRows(X.rows, n, 3 * G, [&](int64_t r0, int64_t r1, float* buf) {
     float* xbuf = buf;           // input rows converted to float, row k at xbuf + k * n
     float* ybuf = buf + G * n;   // output rows not computed in place
@@ -340,7 +343,7 @@ Status LayerNormRows(const View& x, int axis, const View* weight, const View* bi
     for (int64_t g0 = r0; g0 < r1; g0 += G) {
       const int64_t cnt = std::min(G, r1 - g0);
       for (int64_t k = 0; k < cnt; ++k) rows[k] = Read(X, g0 + k, xbuf + k * n);
-      if (G > 1) {  // Note [Norm row groups]: the whole group in one call
+      if (grouped) {  // Note [Norm row groups]: the whole group in one call
         float mus[kSumRowGroup], rss[kSumRowGroup];
         for (int64_t k = 0; k < cnt; ++k) yrows[k] = Target(Y, g0 + k, ybuf + k * n);
         LayerNormGroupF32(rows, yrows, sq, cnt, n, w, b, feps, mus, rss);
