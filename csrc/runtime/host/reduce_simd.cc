@@ -159,6 +159,42 @@ void RmsNormGroupF32Impl(const float* const* x, float* const* y, float* sq, int6
   }
 }
 
+// Note [Float sums] for columns: one block's positions pos < blen, position pos a row of `len`
+// floats at p + pos * stride, added into lane pos & 15 (lane 0 past the last whole group of 16)
+// of lanes[lane * lane_stride + j]; then each column's 16 lanes added in order in double onto
+// tot[j], the lanes zeroed. The calls the columns loop made per position and its scalar walk over
+// the lanes, in one call: the same additions in the same order.
+void AddF32ColsBlockImpl(const float* p, int64_t stride, int64_t blen, float* lanes, int64_t lane_stride,
+                         int64_t len, double* tot) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t full = blen & ~int64_t{15};
+  for (int64_t pos = 0; pos < blen; ++pos) {
+    const float* x = p + pos * stride;
+    float* acc = lanes + (pos < full ? (pos & 15) : 0) * lane_stride;
+    int64_t j = 0;
+    for (; j + N <= len; j += N) hn::StoreU(hn::Add(hn::LoadU(d, acc + j), hn::LoadU(d, x + j)), d, acc + j);
+    for (; j < len; ++j) acc[j] += x[j];
+  }
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const int64_t ND = static_cast<int64_t>(hn::Lanes(dd));
+  int64_t j = 0;
+  for (; j + ND <= len; j += ND) {
+    auto block = hn::Zero(dd);
+    for (int l = 0; l < 16; ++l) {
+      block = hn::Add(block, hn::PromoteTo(dd, hn::LoadU(df, lanes + l * lane_stride + j)));
+      hn::StoreU(hn::Zero(df), df, lanes + l * lane_stride + j);
+    }
+    hn::StoreU(hn::Add(hn::LoadU(dd, tot + j), block), dd, tot + j);
+  }
+  for (; j < len; ++j) {
+    double block = 0;
+    for (int l = 0; l < 16; ++l) block += lanes[l * lane_stride + j], lanes[l * lane_stride + j] = 0;
+    tot[j] += block;
+  }
+}
+
 void AddF32ColsFloatImpl(const float* x, float* acc, int64_t n) {
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -292,6 +328,7 @@ HWY_EXPORT(SumF32RowGroupImpl);
 HWY_EXPORT(LayerNormGroupF32Impl);
 HWY_EXPORT(RmsNormGroupF32Impl);
 HWY_EXPORT(AddF32ColsFloatImpl);
+HWY_EXPORT(AddF32ColsBlockImpl);
 HWY_EXPORT(MaxF32RowImpl);
 HWY_EXPORT(AddF32ColsImpl);
 HWY_EXPORT(MaxF32ColsImpl);
@@ -303,6 +340,10 @@ void AddF32Lanes(const float* x, int64_t groups, float* lanes) {
   HWY_DYNAMIC_DISPATCH(AddF32LanesImpl)(x, groups, lanes);
 }
 void AddF32ColsFloat(const float* x, float* acc, int64_t n) { HWY_DYNAMIC_DISPATCH(AddF32ColsFloatImpl)(x, acc, n); }
+void AddF32ColsBlock(const float* p, int64_t stride, int64_t blen, float* lanes, int64_t lane_stride, int64_t len,
+                     double* tot) {
+  HWY_DYNAMIC_DISPATCH(AddF32ColsBlockImpl)(p, stride, blen, lanes, lane_stride, len, tot);
+}
 
 void LaneSum::Feed(const float* x, int64_t n) {
   while (n > 0) {

@@ -42,6 +42,11 @@ void RmsNormGroupF32(const float* const* x, float* const* y, float* sq, int64_t 
 void AddF32Lanes(const float* x, int64_t groups, float* lanes);
 // acc[j] += x[j] in float, j < n.
 void AddF32ColsFloat(const float* x, float* acc, int64_t n);
+// A whole lane block of a column sum (Note [Float sums]; reduce_simd.cc): positions pos < blen,
+// rows of len floats at p + pos * stride, into lanes (16 rows of lane_stride floats, zero on
+// entry and on return), then each column's lanes added in order in double onto tot.
+void AddF32ColsBlock(const float* p, int64_t stride, int64_t blen, float* lanes, int64_t lane_stride, int64_t len,
+                     double* tot);
 // acc combined with the n contiguous floats (max when is_max, else min; NaN-propagating).
 float MaxF32Row(const float* x, int64_t n, float acc, bool is_max);
 // acc[j] += x[j] (in double), or acc[j] = max/min(acc[j], x[j]), for j < n.
