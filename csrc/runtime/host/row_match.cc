@@ -163,6 +163,17 @@ class Matcher : public GraphUses {
     *axis = first;
     return true;
   }
+  // Op `i` sums the float32 value `in` over its trailing dims from `axis` (> 0), and its one
+  // reader divides by their count: returns that divide (the group mean), or -1.
+  int TrailingMean(int i, int* in, int* axis) const {
+    if (!IsTrailingSum(i, in, axis) || *axis == 0) return -1;
+    const TensorType& t = g_.TypeOf(*in);
+    if (t.dtype != DType::kF32) return -1;
+    int64_t n = 1;
+    for (int d = *axis; d < t.rank(); ++d) n *= t.dims[d];
+    const int d1 = Sole(Value(i));
+    return d1 >= 0 && IsMean(d1, Value(i), n) ? d1 : -1;
+  }
   // Op `i` is sum / n for the reduce `sum` over n elements per row (the group mean).
   bool IsMean(int i, int sum, int64_t n) const {
     const Op& op = g_.ops[i];
@@ -197,14 +208,11 @@ class Matcher : public GraphUses {
   //   y = xc * bcast(r) [* bcast(w)] [+ bcast(b)]; mu and r may also be read outside the chain.
   bool LayerNorm(int i, RowStep* out) const {
     int x, axis;
-    if (!IsTrailingSum(i, &x, &axis) || axis == 0) return false;
-    const TensorType& xt = g_.TypeOf(x);
-    if (xt.dtype != DType::kF32) return false;
-    const Dims& full = xt.dims;
+    const int d1 = TrailingMean(i, &x, &axis);
+    if (d1 < 0) return false;
+    const Dims& full = g_.TypeOf(x).dims;
     int64_t n = 1;
-    for (int d = axis; d < xt.rank(); ++d) n *= full[d];
-    int d1 = Sole(Value(i));
-    if (d1 < 0 || !IsMean(d1, Value(i), n)) return false;
+    for (int d = axis; d < static_cast<int>(full.size()); ++d) n *= full[d];
     const int mu = Value(d1);
     // mu: one broadcast back inside the chain, anything else outside it.
     int bmu = -1;
@@ -357,17 +365,12 @@ class Matcher : public GraphUses {
   //   order]; r may also be read outside.
   bool RmsNorm(int i, RowStep* out) const {
     int sqv, axis;
-    if (!IsTrailingSum(i, &sqv, &axis) || axis == 0 || !Inner(sqv, 1)) return false;
+    const int d1 = TrailingMean(i, &sqv, &axis);
+    if (d1 < 0 || !Inner(sqv, 1)) return false;
     const Op* sq = Producer(sqv);
     if (!sq || sq->code != OpCode::kMultiply || sq->operands[0] != sq->operands[1]) return false;
-    int x = sq->operands[0];
-    const TensorType& xt = g_.TypeOf(x);
-    if (xt.dtype != DType::kF32) return false;
-    const Dims& full = xt.dims;
-    int64_t n = 1;
-    for (int d = axis; d < xt.rank(); ++d) n *= full[d];
-    int d1 = Sole(Value(i));
-    if (d1 < 0 || !IsMean(d1, Value(i), n)) return false;
+    const int x = sq->operands[0];
+    const Dims& full = g_.TypeOf(x).dims;
     int ms = Value(d1), keep = -1;  // the mean of squares, or its keepdim reshape
     if (int u = Sole(ms); u >= 0 && g_.ops[u].code == OpCode::kReshape) {
       Dims kd(full.begin(), full.begin() + axis);
