@@ -87,7 +87,6 @@ Status IndexError(int64_t index, int64_t dim, int64_t size) {
                     std::to_string(dim) + " with size " + std::to_string(size));
 }
 
-
 // torch.gather's / torch.scatter's form with batching dims: every operand dim but d a batching
 // dim paired with the same index dim, d indexed by a one-element index vector, nothing else.
 // Returns d, or -1.
@@ -372,6 +371,9 @@ void ScatterColumns(ReduceKind kind, T* dst, const T* src, const int64_t* idx, i
 // walk d in order, so updates of one destination element are applied by one thread in index order.
 Status ScatterAlong(ReduceKind kind, bool checked, const View& indices, const View& updates_in,
                     int64_t d, const View& out) {
+  // The updates have the index's shape (less its vector dim), which is the operand's but at d.
+  Dims want(indices.dims.begin(), indices.dims.end() - 1);
+  if (updates_in.dims != want) return Internal("scatter along a dim: the updates' shape is not the index's");
   std::vector<char> s1, s2;
   View updates = Contiguous(updates_in, s1);
   const int64_t* idx = IndicesAsI64(indices, s2);
