@@ -49,7 +49,57 @@ void StoreScalar(DType t, double value, void* dst) {
   }
 }
 
+// Note [Transposing copies]: a copy whose destination runs along one dim and whose source runs
+// along another (a permuted tensor made contiguous: attention's heads, a channels-last
+// activation) read its source element by element at a stride, a cache line per element. It goes
+// in square blocks instead: each block's source and destination lines stay in L1 while the block
+// is copied.
+template <typename T>
+void TransposeBlocks(const char* src, char* dst, const Dims& dims, const Dims& ss, const Dims& ds, int k) {
+  constexpr int64_t B = 32;
+  const int rank = static_cast<int>(dims.size());
+  const int64_t nk = dims[k], nl = dims[rank - 1], sl = ss[rank - 1], dk = ds[k];
+  const int64_t bk = (nk + B - 1) / B, bl = (nl + B - 1) / B;
+  int64_t outer = 1;
+  for (int d = 0; d + 1 < rank; ++d)
+    if (d != k) outer *= dims[d];
+  ThreadPool::Get().ParallelFor(outer * bk * bl, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      int64_t o = t / (bk * bl), i0 = (t / bl) % bk * B, j0 = t % bl * B;
+      int64_t so = 0, dso = 0;  // the outer position's offsets
+      for (int d = rank - 2; d >= 0; --d) {
+        if (d == k) continue;
+        const int64_t c = o % dims[d];
+        o /= dims[d];
+        so += c * ss[d];
+        dso += c * ds[d];
+      }
+      const T* p = reinterpret_cast<const T*>(src) + so;
+      T* q = reinterpret_cast<T*>(dst) + dso;
+      const int64_t i1 = std::min(nk, i0 + B), j1 = std::min(nl, j0 + B);
+      for (int64_t j = j0; j < j1; ++j)
+        for (int64_t i = i0; i < i1; ++i) q[i * dk + j] = p[j * sl + i];
+    }
+  });
+}
+
 }  // namespace
+
+bool CopyTransposed(const char* src, char* dst, int elem, const Dims& dims, const Dims& ss, const Dims& ds) {
+  const int rank = static_cast<int>(dims.size());
+  if (rank < 2 || ds[rank - 1] != 1 || ss[rank - 1] == 1 || !(elem == 2 || elem == 4 || elem == 8)) return false;
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  if (!ThreadPool::Worth(n)) return false;
+  int k = -1;  // the dim the source runs along
+  for (int d = 0; d + 1 < rank; ++d)
+    if (ss[d] == 1 && dims[d] > 1) k = d;
+  if (k < 0) return false;
+  if (elem == 4) TransposeBlocks<uint32_t>(src, dst, dims, ss, ds, k);
+  else if (elem == 8) TransposeBlocks<uint64_t>(src, dst, dims, ss, ds, k);
+  else TransposeBlocks<uint16_t>(src, dst, dims, ss, ds, k);
+  return true;
+}
 
 void ViewExtent(const View& v, const char** lo, const char** hi) {
   const char* base = static_cast<const char*>(v.data);

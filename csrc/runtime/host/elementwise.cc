@@ -800,44 +800,6 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
   return Status::Ok();
 }
 
-namespace {
-
-// Note [Transposing copies]: a copy whose destination runs along one dim and whose source runs
-// along another (a permuted tensor made contiguous: attention's heads, a channels-last
-// activation) read its source element by element at a stride, a cache line per element. It goes
-// in square blocks instead: each block's source and destination lines stay in L1 while the block
-// is copied.
-template <typename T>
-void TransposeBlocks(const char* src, char* dst, const Dims& dims, const Dims& ss, const Dims& ds, int k) {
-  constexpr int64_t B = 32;
-  const int rank = static_cast<int>(dims.size());
-  const int64_t nk = dims[k], nl = dims[rank - 1], sl = ss[rank - 1], dk = ds[k];
-  const int64_t bk = (nk + B - 1) / B, bl = (nl + B - 1) / B;
-  int64_t outer = 1;
-  for (int d = 0; d + 1 < rank; ++d)
-    if (d != k) outer *= dims[d];
-  ThreadPool::Get().ParallelFor(outer * bk * bl, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      int64_t o = t / (bk * bl), i0 = (t / bl) % bk * B, j0 = t % bl * B;
-      int64_t so = 0, dso = 0;  // the outer position's offsets
-      for (int d = rank - 2; d >= 0; --d) {
-        if (d == k) continue;
-        const int64_t c = o % dims[d];
-        o /= dims[d];
-        so += c * ss[d];
-        dso += c * ds[d];
-      }
-      const T* p = reinterpret_cast<const T*>(src) + so;
-      T* q = reinterpret_cast<T*>(dst) + dso;
-      const int64_t i1 = std::min(nk, i0 + B), j1 = std::min(nl, j0 + B);
-      for (int64_t j = j0; j < j1; ++j)
-        for (int64_t i = i0; i < i1; ++i) q[i * dk + j] = p[j * sl + i];
-    }
-  });
-}
-
-}  // namespace
-
 Status CopyView(const View& src, const View& dst) {
   if (src.dims != dst.dims) return Internal("CopyView shape mismatch");
   std::vector<Operand> operands;
@@ -852,20 +814,8 @@ Status CopyView(const View& src, const View& dst) {
   int64_t s0 = rank ? operands[0].strides[rank - 1] : 1, s1 = rank ? operands[1].strides[rank - 1] : 1;
   bool same = src.dtype == dst.dtype;
   int elem = DTypeSize(src.dtype);
-  if (same && rank >= 2 && s1 == 1 && s0 != 1 && (elem == 2 || elem == 4 || elem == 8) &&
-      ThreadPool::Worth(src.NumElements())) {
-    int k = -1;  // the dim the source runs along (Note [Transposing copies])
-    for (int d = 0; d + 1 < rank; ++d)
-      if (operands[0].strides[d] == 1 && dims[d] > 1) k = d;
-    if (k >= 0) {
-      const char* p = operands[0].base;
-      char* q = operands[1].base;
-      if (elem == 4) TransposeBlocks<uint32_t>(p, q, dims, operands[0].strides, operands[1].strides, k);
-      else if (elem == 8) TransposeBlocks<uint64_t>(p, q, dims, operands[0].strides, operands[1].strides, k);
-      else TransposeBlocks<uint16_t>(p, q, dims, operands[0].strides, operands[1].strides, k);
-      return Status::Ok();
-    }
-  }
+  if (same && CopyTransposed(operands[0].base, operands[1].base, elem, dims, operands[0].strides, operands[1].strides))
+    return Status::Ok();
   const int64_t tile = same && s0 == 1 && s1 == 1 ? kMaxTile : kTile;  // a memmove needs no storage
   auto copy_run = [&](const char* p, char* q, int64_t len) {  // len <= tile
     if (same && s0 == 1 && s1 == 1) {

@@ -280,9 +280,9 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
     result_extents.Add(result_views[r]);
   }
   result_extents.Index();
-  SmallVector<int, 8> written(g.results.size());  // the temp each result's binding receives
+  const std::vector<int>& written = e.result_temps;  // the temp each result's binding receives
   for (size_t r = 0; r < g.results.size(); ++r) {
-    int v = written[r] = ResultTemp(e, g.results[r]);  // Note [Reshaped results]
+    const int v = written[r];  // Note [Reshaped results]
     const bool reshaped = v != g.results[r];
     if (v < np || e.slots[v].kind != SlotKind::kTemp) continue;
     bool taken = false;

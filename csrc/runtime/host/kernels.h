@@ -19,6 +19,12 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
 
 // dst = convert(src), any strides, same dims.
 Status CopyView(const View& src, const View& dst);
+// Note [Transposing copies] (data_movement.cc): copies `dims` elements of `elem` bytes from src to
+// dst (strides in elements, dims coalesced) in blocks when dst runs along its last dim and src
+// along another, and there are enough elements to thread; returns false, copying nothing,
+// otherwise. CopyView's path for such layouts.
+bool CopyTransposed(const char* src, char* dst, int elem, const Dims& dims, const Dims& src_strides,
+                    const Dims& dst_strides);
 
 // One non-elementwise op. Inputs may be strided; `out` is contiguous.
 Status RunReduce(const Op& op, const View& in, const View& init, const View& out);

@@ -103,6 +103,8 @@ class HostExecutable final : public Executable {
   std::vector<int> last_read, last_view_read;
   // Per view value: ViewLastReads (derived when a stored plan is read).
   std::vector<int> view_last_read;
+  // Per result: ResultTemp, the value its binding receives (derived when a stored plan is read).
+  std::vector<int> result_temps;
 };
 
 // Note [Compact iota]: an iota's value along its dimension is the same in every other position,
@@ -123,7 +125,8 @@ inline int64_t TempBytes(const Graph& g, int v) {
 // result is often a view of a temp. That temp is written straight into the result's binding
 // (contiguous, viewed in the temp's own dims) as a result itself would be, and is planned with the
 // results (Note [Result scratch]): no copy after the launch, no scratch held for it. Returns the
-// temp whose memory result value v is through reshapes, or v itself.
+// temp whose memory result value v is through reshapes, or v itself (the plan keeps it per
+// result: HostExecutable::result_temps).
 inline int ResultTemp(const HostExecutable& exe, int v) {
   const Graph& g = exe.graph;
   int u = v;

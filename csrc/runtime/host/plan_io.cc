@@ -152,8 +152,9 @@ StatusOr<std::shared_ptr<const HostExecutable>> DeserializePlan(const std::strin
   TPU_RETURN_IF_ERROR(r.I64(&e->temp_bytes));
   TPU_RETURN_IF_ERROR(r.I64(&work));
   if (e->temp_bytes < 0 || e->temp_bytes > e->scratch_bytes) return InvalidArgument("corrupt plan: scratch sizes");
+  for (int v : g.results) e->result_temps.push_back(ResultTemp(*e, v));
   std::vector<bool> is_result(nv, false);
-  for (int v : g.results) is_result[ResultTemp(*e, v)] = true;
+  for (int v : e->result_temps) is_result[v] = true;
   for (int v = g.num_params(); v < nv; ++v) {
     const ValueSlot& s = e->slots[v];
     // A launch may take only temp_bytes (Note [Result scratch]): every other temp lies below it.

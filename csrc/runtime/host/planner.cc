@@ -90,7 +90,7 @@ void PlanScratch(HostExecutable& exe, const std::vector<int>& last) {  // last: 
   const Graph& g = exe.graph;
   const int np = g.num_params(), nv = g.num_values();
   std::vector<bool> is_result(nv, false);
-  for (int r : g.results) is_result[ResultTemp(exe, r)] = true;  // Note [Reshaped results]
+  for (int r : exe.result_temps) is_result[r] = true;  // Note [Reshaped results]
   struct Temp {
     int v, first, last;
     int64_t size;
@@ -318,6 +318,8 @@ Status PlanExecutable(HostExecutable& exe) {
   for (int p = 0; p < np; ++p) exe.slots[p].kind = SlotKind::kParam;
   exe.last_read = LastReads(exe, &exe.last_view_read);
   exe.view_last_read = ViewLastReads(exe);
+  exe.result_temps.clear();
+  for (int r : exe.graph.results) exe.result_temps.push_back(ResultTemp(exe, r));
   PlanScratch(exe, exe.last_read);
   exe.last_read.resize(g.num_params());  // the executor reads the parameters' only
   exe.last_view_read.resize(g.num_params());

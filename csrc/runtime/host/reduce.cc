@@ -334,22 +334,16 @@ void SumFloat(const View& in, const Axes& kept, const Axes& red, bool leading_f3
         int64_t re = std::min(rsize, (split + 1) * nblocks / splits * kBlock);
         std::fill(tot, tot + len, 0.0);
         std::fill(lanes.begin(), lanes.end(), 0.0f);
+        bool whole_blocks = false;
         if constexpr (std::is_same_v<M, float>) {
-          if (!leading_f32 && red.size() == 1) {
-            // One reduced axis: each lane block in one call (the same additions, in order).
+          whole_blocks = !leading_f32 && red.size() == 1;
+          if (whole_blocks)  // one reduced axis: each lane block in one call (the same additions, in order)
             for (int64_t b0 = rb; b0 < re; b0 += kBlock)
               AddF32ColsBlock(p + b0 * red[0].stride, red[0].stride, std::min(kBlock, rsize - b0), lanes.data(),
                               kChunk, len, tot);
-            if (splits == 1) {
-              for (int64_t j = 0; j < len; ++j) out[o0 + j] = static_cast<float>(static_cast<double>(init) + tot[j]);
-            } else {
-              std::copy(tot, tot + len, partial.begin() + split * outputs + o0);
-            }
-            continue;
-          }
         }
         Counter c(red, rb);
-        for (int64_t r = rb; r < re; ++r, c.Next()) {
+        for (int64_t r = whole_blocks ? re : rb; r < re; ++r, c.Next()) {  // (whole blocks: none left)
           if constexpr (std::is_same_v<M, float>) {
             if (leading_f32) {
               AddF32Cols(p + c.off, tot, len);

@@ -162,6 +162,14 @@ float Log(float z) {
 // and a group's scratch would leave L1).
 int64_t GroupRows(int64_t n) { return n <= 256 ? kSumRowGroup : 1; }
 
+// Note [Norm row groups] (reduce_simd.cc): rows up to one lane block take the norms' group
+// kernels, kSumRowGroup at a time up to 256 and 2048 / n at a time above (a group's buffers stay
+// near 8 KiB a row set); 0 for longer rows.
+int64_t NormGroupRows(int64_t n) {
+  if (n > LaneSum::kBlock) return 0;
+  return n <= 256 ? GroupRows(n) : std::max<int64_t>(1, std::min<int64_t>(kSumRowGroup, 2048 / n));
+}
+
 // Runs fn(r0, r1, scratch) over row ranges; scratch holds `bufs` float rows of n per call.
 template <typename F>
 void ForRows(int64_t rows, int64_t n, int bufs, F&& fn) {
@@ -329,10 +337,8 @@ Status LayerNormRows(const View& x, int axis, const View* weight, const View* bi
   std::vector<float> wb(2 * std::max<int64_t>(1, n));
   const float* w = weight ? Read(W, 0, wb.data()) : nullptr;
   const float* b = bias ? Read(B, 0, wb.data() + n) : nullptr;
-  // Note [Row groups]; Note [Norm row groups]: rows up to one lane block take the group kernel,
-  // longer ones than 256 a few at a time (a group's buffers stay near 8 KiB a row set).
-  const bool grouped = n <= LaneSum::kBlock;
-  const int64_t G = !grouped ? 1 : n <= 256 ? GroupRows(n) : std::max<int64_t>(1, std::min<int64_t>(kSumRowGroup, 2048 / n));
+  const bool grouped = NormGroupRows(n) > 0;
+  const int64_t G = grouped ? NormGroupRows(n) : 1;
   ForRows(X.rows, n, 3 * G, [&](int64_t r0, int64_t r1, float* buf) {
     float* xbuf = buf;           // input rows converted to float, row k at xbuf + k * n
     float* ybuf = buf + G * n;   // output rows not computed in place
@@ -435,8 +441,7 @@ Status RmsNormRows(const View& x, int axis, const View* weight, double eps, cons
   const float fn = static_cast<float>(n), feps = static_cast<float>(eps);
   std::vector<float> wbuf(std::max<int64_t>(1, n));
   const float* w = weight ? Read(W, 0, wbuf.data()) : nullptr;
-  const int64_t G = GroupRows(n);
-  if (G > 1) {  // Note [Norm row groups]
+  if (const int64_t G = NormGroupRows(n); G > 0) {  // Note [Norm row groups]
     ForRows(X.rows, n, 3 * G, [&](int64_t r0, int64_t r1, float* buf) {
       const float* rows[kSumRowGroup];
       float* yrows[kSumRowGroup];

@@ -189,11 +189,15 @@ class Matcher : public GraphUses {
   }
   // The one user of v of kind `code` whose other operand is a broadcast of a row-shaped value
   // (full[axis:], its own shape: the kernel takes no stretched size-1 dim); returns the op, the
-  // broadcast and that value.
-  bool ScaledBy(int v, OpCode code, const Dims& full, int axis, int* op_out, int* bcast, int* src) const {
+  // broadcast and that value. `either_side`: v may be the second operand too (a product's or a
+  // sum's bits do not depend on the order).
+  bool ScaledBy(int v, OpCode code, const Dims& full, int axis, int* op_out, int* bcast, int* src,
+                bool either_side = false) const {
     int u = Sole(v);
-    if (u < 0 || g_.ops[u].code != code || g_.ops[u].operands[0] != v) return false;
-    int b = g_.ops[u].operands[1];
+    if (u < 0 || g_.ops[u].code != code) return false;
+    const Op& m = g_.ops[u];
+    if (m.operands[0] != v && !(either_side && m.operands[1] == v)) return false;
+    int b = m.operands[0] == v ? m.operands[1] : m.operands[0];
     const Op* p = Producer(b);
     if (!p || !Inner(b, 1) || !IsBroadcastPart(b - np_, p->operands[0], full, axis, false)) return false;
     if (g_.TypeOf(p->operands[0]).dims != Dims(full.begin() + axis, full.end())) return false;
@@ -403,19 +407,11 @@ class Matcher : public GraphUses {
     std::vector<int> ops = {sqv - np_, i, d1, add, rs, br, scale};
     if (keep >= 0) ops.push_back(keep);
     if (eps_bcast >= 0) ops.push_back(eps_bcast);
-    int y = scale, w = -1;
-    // The weight, multiplied from either side (a product's bits do not depend on the order).
-    if (int u = Sole(Value(y)); u >= 0 && g_.ops[u].code == OpCode::kMultiply) {
-      const Op& m = g_.ops[u];
-      const int other = m.operands[0] == Value(y) ? m.operands[1] : m.operands[0];
-      const Op* p = Producer(other);
-      if (p && Inner(other, 1) && IsBroadcastPart(other - np_, p->operands[0], full, axis, false) &&
-          g_.TypeOf(p->operands[0]).dims == Dims(full.begin() + axis, full.end())) {
-        ops.push_back(other - np_);
-        ops.push_back(u);
-        w = p->operands[0];
-        y = u;
-      }
+    int y = scale, w = -1, op, bc;
+    if (ScaledBy(Value(y), OpCode::kMultiply, full, axis, &op, &bc, &w, /*either_side=*/true)) {
+      ops.push_back(bc);
+      ops.push_back(op);
+      y = op;
     }
     for (int k : ops)
       if (g_.ops[k].type.dtype != DType::kF32) return false;

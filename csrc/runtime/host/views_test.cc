@@ -165,6 +165,32 @@ TEST(ViewsTest, InPlaceWhileAnotherResultIsAViewOfTheParam) {
   EXPECT_EQ(t, (std::vector<float>{1, 4, 2, 5, 3, 6}));
 }
 
+// A buffer of n floats from `alloc`, holding SmallValue(i).
+Buffer* SmallValues(HostAllocator& alloc, int64_t n) {
+  Buffer* b = alloc.Allocate(n * 4).value();
+  float* d = static_cast<float*>(b->contents());
+  for (int64_t i = 0; i < n; ++i) d[i] = SmallValue(i);
+  return b;
+}
+
+// Runs `exe` once through a fresh executor over `alloc`; returns the launch's peak device memory.
+int64_t LaunchPeak(HostAllocator& alloc, ExecutablePtr exe, std::vector<Binding> params, std::vector<Binding> results) {
+  Launch launch{std::move(exe), std::move(params), std::move(results)};
+  HostExecutor ex(&alloc);
+  RunReport report;
+  alloc.ResetPeak();
+  Status s = ex.Run(launch, &report);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return alloc.stats().peak_allocated;
+}
+
+// (m @ m)[i][j] of an n x n matrix, in double (exact for SmallValue entries).
+double SquareAt(const float* m, int64_t n, int64_t i, int64_t j) {
+  double dot = 0;
+  for (int64_t k = 0; k < n; ++k) dot += static_cast<double>(m[i * n + k]) * m[k * n + j];
+  return dot;
+}
+
 TEST(ViewsTest, InPlaceAfterEveryReadIsWrittenDirectly) {
   // An optimizer step's shape: a kernel reads the weight w (a matmul), then a fused region
   // updates w in place from the kernel's output. Every read of w comes before the region, so
@@ -172,10 +198,9 @@ TEST(ViewsTest, InPlaceAfterEveryReadIsWrittenDirectly) {
   // scratch for it, only for the matmul's temp. Through its temp, the launch would take both.
   HostAllocator alloc(0, int64_t{64} << 20);
   const int64_t n = 64;
-  Buffer* w = alloc.Allocate(n * n * 4).value();
+  Buffer* w = SmallValues(alloc, n * n);
   Buffer* out = alloc.Allocate(n * n * 4).value();
   float* wd = static_cast<float*>(w->contents());
-  for (int64_t i = 0; i < n * n; ++i) wd[i] = SmallValue(i);
   std::vector<float> w0(wd, wd + n * n);
   Builder b;
   int wp = b.Param(T(F, {n, n}));
@@ -187,20 +212,13 @@ TEST(ViewsTest, InPlaceAfterEveryReadIsWrittenDirectly) {
   ASSERT_LT(plan.temp_bytes, 2 * n * n * 4);  // the matmul's temp (and a constant's)
   ASSERT_GE(plan.scratch_bytes, plan.temp_bytes + 2 * n * n * 4);  // the results' temps past it
   const int64_t buffers = alloc.stats().allocated;
-  {
-    Launch launch{exe, Bindings(Binding(w, 0, F, {n, n})),
-                  Bindings(Binding(w, 0, F, {n, n}), Binding(out, 0, F, {n, n}))};
-    HostExecutor ex(&alloc);
-    RunReport report;
-    alloc.ResetPeak();
-    ASSERT_TRUE(ex.Run(launch, &report).ok());
-    EXPECT_EQ(alloc.stats().peak_allocated, buffers + HostAllocator::RoundSize(plan.temp_bytes));
-  }
+  EXPECT_EQ(LaunchPeak(alloc, exe, Bindings(Binding(w, 0, F, {n, n})),
+                       Bindings(Binding(w, 0, F, {n, n}), Binding(out, 0, F, {n, n}))),
+            buffers + HostAllocator::RoundSize(plan.temp_bytes));
   const float* od = static_cast<const float*>(out->contents());
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j) {
-      double dot = 0;
-      for (int64_t k = 0; k < n; ++k) dot += static_cast<double>(w0[i * n + k]) * w0[k * n + j];
+      const double dot = SquareAt(w0.data(), n, i, j);
       ASSERT_EQ(wd[i * n + j], w0[i * n + j] - 0.5 * dot) << i << "," << j;
       ASSERT_EQ(od[i * n + j], -dot) << i << "," << j;  // small values: exact sums
     }
@@ -214,10 +232,8 @@ TEST(ViewsTest, AReshapedResultIsWrittenStraightIntoItsBinding) {
   // and copies nothing after. (Before, the temp was scratch and the result a copy of it.)
   HostAllocator alloc(0, int64_t{64} << 20);
   const int64_t n = 32;
-  Buffer* x = alloc.Allocate(n * n * 4).value();
+  Buffer* x = SmallValues(alloc, n * n);
   Buffer* out = alloc.Allocate(n * n * 4).value();
-  float* xd = static_cast<float*>(x->contents());
-  for (int64_t i = 0; i < n * n; ++i) xd[i] = SmallValue(i);
   Builder b;
   int xp = b.Param(T(F, {n, n}));
   int d = b.DotGeneral(xp, xp, {}, {}, {1}, {0}, F);
@@ -227,21 +243,13 @@ TEST(ViewsTest, AReshapedResultIsWrittenStraightIntoItsBinding) {
   EXPECT_EQ(plan.temp_bytes, 0);  // the matmul's temp is planned with the results
   EXPECT_EQ(ResultTemp(plan, plan.graph.results[0]), plan.graph.results[0] - 1);
   const int64_t buffers = alloc.stats().allocated;
-  {
-    Launch launch{exe, Bindings(Binding(x, 0, F, {n, n})), Bindings(Binding(out, 0, F, {n * n}))};
-    HostExecutor ex(&alloc);
-    RunReport report;
-    alloc.ResetPeak();
-    ASSERT_TRUE(ex.Run(launch, &report).ok());
-    EXPECT_EQ(alloc.stats().peak_allocated, buffers);
-  }
+  EXPECT_EQ(LaunchPeak(alloc, exe, Bindings(Binding(x, 0, F, {n, n})), Bindings(Binding(out, 0, F, {n * n}))),
+            buffers);
+  const float* xd = static_cast<const float*>(x->contents());
   const float* od = static_cast<const float*>(out->contents());
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double dot = 0;
-      for (int64_t k = 0; k < n; ++k) dot += static_cast<double>(xd[i * n + k]) * xd[k * n + j];
-      ASSERT_EQ(od[i * n + j], dot) << i << "," << j;  // small values: exact sums
-    }
+    for (int64_t j = 0; j < n; ++j)
+      ASSERT_EQ(od[i * n + j], SquareAt(xd, n, i, j)) << i << "," << j;  // small values: exact sums
   x->Release();
   out->Release();
 }
@@ -252,10 +260,9 @@ TEST(ViewsTest, CopiedViewsTakeScratchUntilTheirLastRead) {
   // from the first) reuses the first's memory, so the launch's peak holds one copy, not two.
   HostAllocator alloc(0, int64_t{64} << 20);
   const int64_t n = 64, bytes = n * n * 4;
-  Buffer* x = alloc.Allocate(bytes).value();
+  Buffer* x = SmallValues(alloc, n * n);
   Buffer* out = alloc.Allocate(bytes).value();
-  float* xd = static_cast<float*>(x->contents());
-  for (int64_t i = 0; i < n * n; ++i) xd[i] = SmallValue(i);
+  const float* xd = static_cast<const float*>(x->contents());
   Builder b;
   int xp = b.Param(T(F, {n, n}));
   int neg = b.Unary(OpCode::kNegate, b.Reshape(xp, {n * n}));  // copy 1, read here
@@ -264,17 +271,10 @@ TEST(ViewsTest, CopiedViewsTakeScratchUntilTheirLastRead) {
   ExecutablePtr exe = CompileBuilder(b);
   const auto& plan = static_cast<const HostExecutable&>(*exe);
   const int64_t buffers = alloc.stats().allocated;
-  {
-    // x bound transposed: x[i][j] is xd[j * n + i].
-    Launch launch{exe, Bindings(Binding(x, 0, F, {n, n}, {1, n})), Bindings(Binding(out, 0, F, {n * n}))};
-    HostExecutor ex(&alloc);
-    RunReport report;
-    alloc.ResetPeak();
-    ASSERT_TRUE(ex.Run(launch, &report).ok());
-    EXPECT_EQ(alloc.stats().peak_allocated,
-              buffers + HostAllocator::RoundSize(plan.temp_bytes) + HostAllocator::RoundSize(bytes));
-    EXPECT_EQ(alloc.stats().allocated, buffers);
-  }
+  // x bound transposed: x[i][j] is xd[j * n + i].
+  EXPECT_EQ(LaunchPeak(alloc, exe, Bindings(Binding(x, 0, F, {n, n}, {1, n})), Bindings(Binding(out, 0, F, {n * n}))),
+            buffers + HostAllocator::RoundSize(plan.temp_bytes) + HostAllocator::RoundSize(bytes));
+  EXPECT_EQ(alloc.stats().allocated, buffers);
   // out = flatten(transpose(x)), and x's transpose is xd read in order.
   const float* od = static_cast<const float*>(out->contents());
   for (int64_t i = 0; i < n * n; ++i) ASSERT_EQ(od[i], xd[i]) << i;
