@@ -682,13 +682,27 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
   // Note [Register-preserving converts]: a convert whose result's register holds the same value
   // (bfloat16 -> float32: the register already holds it as float32) reads its operand's register
   // instead of copying it (a bfloat16 op upcasts each input so: a third of the region's work).
+  // Note [Converts the store rounds]: a float32 -> bfloat16/float16 convert whose value only
+  // leaves the region, through outputs of its own dtype, aliases its operand too: the output's
+  // store rounds to nearest even exactly as the convert would have (rounding twice is rounding
+  // once), so the region skips a copy and a rounding pass per tile.
+  bool read_in_region[kMaxRegionValues] = {};
+  for (int i = 0; i < nops; ++i)
+    for (int s : region.operand_slots[i]) read_in_region[s] = true;
+  auto store_rounds = [&](int slot, DType from, DType to) {
+    if (from != DType::kF32 || (to != DType::kBF16 && to != DType::kF16) || read_in_region[slot]) return false;
+    for (int k = 0; k < nout; ++k)
+      if (out_slot[k] == slot && operands[nin + k].dtype != to) return false;
+    return true;
+  };
   int alias_of[kMaxRegionValues];
   for (int i = 0; i < nops; ++i) {
     const Op& op = g.ops[region.ops[i]];
     const bool direct = direct_out >= 0 && nin + i == last_slot;
+    const DType from = op.code == OpCode::kConvert ? g.TypeOf(op.operands[0]).dtype : op.type.dtype;
     alias_of[nin + i] = !direct && !(composites && region.composite[i] != FusedRegion::Composite::kNone) &&
                                 op.code == OpCode::kConvert &&
-                                ConvertKeepsRegister(g.TypeOf(op.operands[0]).dtype, op.type.dtype)
+                                (ConvertKeepsRegister(from, op.type.dtype) || store_rounds(nin + i, from, op.type.dtype))
                             ? region.operand_slots[i][0]
                             : -1;
     bool none = direct || alias_of[nin + i] >= 0 ||
@@ -800,6 +814,29 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
   return Status::Ok();
 }
 
+namespace {
+// len elements of `elem` bytes at q (stride in elements), each a copy of value.
+void FillRun(const char* value, int elem, char* q, int64_t len, int64_t stride) {
+  if (stride == 1 && std::all_of(value, value + elem, [&](char c) { return c == value[0]; })) {
+    std::memset(q, value[0], static_cast<size_t>(len * elem));
+    return;
+  }
+  auto fill = [&](auto v) {
+    using T = decltype(v);
+    std::memcpy(&v, value, sizeof(T));
+    T* t = reinterpret_cast<T*>(q);
+    if (stride == 1) std::fill(t, t + len, v);
+    else for (int64_t i = 0; i < len; ++i) t[i * stride] = v;
+  };
+  switch (elem) {
+    case 1: fill(uint8_t{}); break;
+    case 2: fill(uint16_t{}); break;
+    case 4: fill(uint32_t{}); break;
+    default: fill(uint64_t{}); break;
+  }
+}
+}  // namespace
+
 Status CopyView(const View& src, const View& dst) {
   if (src.dims != dst.dims) return Internal("CopyView shape mismatch");
   std::vector<Operand> operands;
@@ -816,13 +853,28 @@ Status CopyView(const View& src, const View& dst) {
   int elem = DTypeSize(src.dtype);
   if (same && CopyTransposed(operands[0].base, operands[1].base, elem, dims, operands[0].strides, operands[1].strides))
     return Status::Ok();
-  const int64_t tile = same && s0 == 1 && s1 == 1 ? kMaxTile : kTile;  // a memmove needs no storage
+  // a memmove or a fill needs no storage
+  const int64_t tile = (same && s0 == 1 && s1 == 1) || s0 == 0 ? kMaxTile : kTile;
   auto copy_run = [&](const char* p, char* q, int64_t len) {  // len <= tile
     if (same && s0 == 1 && s1 == 1) {
       std::memmove(q, p, len * elem);
       return;
     }
     alignas(64) char reg[kTile * 8];
+    if (s0 == 0) {  // one value along the run (a broadcast: a scatter's zeros): converted once, filled
+      alignas(64) char reg2[8];
+      char value[8];
+      Load(src.dtype, p, 0, 1, reg);
+      if (ClassOf(src.dtype) == ClassOf(dst.dtype) && !(dst.dtype == DType::kBool && src.dtype != DType::kBool)) {
+        RoundToDType(reg, dst.dtype, 1);
+        Store(dst.dtype, reg, 1, value, 1);
+      } else {
+        Convert(ClassOf(src.dtype), reg, dst.dtype, reg2, 1);
+        Store(dst.dtype, reg2, 1, value, 1);
+      }
+      FillRun(value, operands[1].elem, q, len, s1);
+      return;
+    }
     alignas(64) char reg2[kTile * 8];
     Load(src.dtype, p, s0, len, reg);
     if (ClassOf(src.dtype) == ClassOf(dst.dtype) && !(dst.dtype == DType::kBool && src.dtype != DType::kBool)) {

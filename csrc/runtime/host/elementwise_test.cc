@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "base/options.h"
+#include "runtime/host/half.h"
 #include "runtime/host/host_test_util.h"
 #include "runtime/host/kernels.h"
 
@@ -95,6 +96,41 @@ TEST(ElementwiseTest, TransposingCopiesMatchTheDefinition) {
   CheckTransposingCopy<uint32_t>({4, 33, 5, 130}, {0, 3, 1, 2});  // the source runs along dim 2
   CheckTransposingCopy<uint64_t>({300, 250}, {1, 0});
   CheckTransposingCopy<uint16_t>({6, 129, 101}, {2, 0, 1});
+}
+
+// A copy whose source is one value along its runs (a scatter's zeros, a broadcast row) fills:
+// every element size, a converting copy (f32 -> bf16 rounds, f32 -> bool is != 0), a
+// non-zero pattern, a strided destination, and short rows (row tiles).
+TEST(ElementwiseTest, BroadcastCopiesFill) {
+  {
+    std::vector<float> v = {1.00390625f};  // a bf16 tie: rounds to even (1)
+    std::vector<uint16_t> out(3 * 5000, 7);
+    ASSERT_TRUE(CopyView(View{v.data(), DType::kF32, {3, 5000}, {0, 0}}, View{out.data(), DType::kBF16, {3, 5000}, {5000, 1}}).ok());
+    for (uint16_t h : out) ASSERT_EQ(h, ToBf16(1.0f));
+  }
+  {
+    std::vector<float> v = {-0.5f};
+    std::vector<uint8_t> out(40, 0);
+    ASSERT_TRUE(CopyView(View{v.data(), DType::kF32, {40}, {0}}, View{out.data(), DType::kBool, {40}, {1}}).ok());
+    for (uint8_t b : out) ASSERT_EQ(b, 1);
+  }
+  {
+    std::vector<int64_t> v = {0, 0, 0, -3};  // one value per row of 3 (a per-row broadcast)
+    std::vector<int64_t> out(4 * 3 * 2, 99);   // every other element of a row (strided)
+    ASSERT_TRUE(CopyView(View{v.data(), DType::kI64, {4, 3}, {1, 0}}, View{out.data(), DType::kI64, {4, 3}, {6, 2}}).ok());
+    for (int64_t r = 0; r < 4; ++r)
+      for (int64_t j = 0; j < 6; ++j) ASSERT_EQ(out[r * 6 + j], j % 2 ? 99 : v[r]) << r << "," << j;
+  }
+  {
+    std::vector<int16_t> v = {0x0102};
+    std::vector<int16_t> out(70001, 0);
+    ASSERT_TRUE(CopyView(View{v.data(), DType::kI16, {70001}, {0}}, View{out.data(), DType::kI16, {70001}, {1}}).ok());
+    for (int16_t h : out) ASSERT_EQ(h, 0x0102);
+    std::vector<double> z = {0.0};
+    std::vector<double> dz(1000, 5.0);
+    ASSERT_TRUE(CopyView(View{z.data(), DType::kF64, {10, 100}, {0, 0}}, View{dz.data(), DType::kF64, {10, 100}, {100, 1}}).ok());
+    for (double d : dz) ASSERT_EQ(d, 0.0);
+  }
 }
 
 // Note [Tile length]: a region's tile grows with fewer stored values. Chains of 1, 3 and 12 ops
@@ -259,6 +295,45 @@ TEST(ElementwiseTest, Bf16TiesRoundToEven) {
   // 1.0078125 + 1.015625 = 2.0234375, halfway between 2.015625 (odd) and 2.03125 (even)
   EXPECT_EQ(FromBf16(out[1]), 2.03125f);
   EXPECT_EQ(FromBf16(out[2]), -1.0f);         // -1.00390625 -> -1 (even)
+}
+
+TEST(ElementwiseTest, NarrowingConvertsRoundAtTheStore) {
+  // Converts to bf16 and f16 whose values only leave the region (Note [Converts the store
+  // rounds]): ties round to even, NaN stays NaN, overflow goes to inf, as a convert would round;
+  // a third output reads the bf16 value inside the region too, so that convert keeps its own pass.
+  const int64_t n = 300;  // more than a vector, with a tail
+  Builder b;
+  int a = b.Param(T(DType::kF32, {n}));
+  int c = b.Param(T(DType::kF32, {n}));
+  int s = b.Binary(OpCode::kAdd, a, c);
+  b.Result(b.Convert(s, DType::kBF16));
+  b.Result(b.Convert(b.Binary(OpCode::kMultiply, a, c), DType::kF16));
+  int shared = b.Convert(b.Binary(OpCode::kSubtract, a, c), DType::kBF16);
+  b.Result(shared);
+  b.Result(b.Binary(OpCode::kMultiply, shared, shared));
+  std::vector<float> av(n), cv(n);
+  for (int64_t i = 0; i < n; ++i) {
+    av[i] = 1.0f + static_cast<float>(i % 17) * 0.0078125f;  // multiples of 2^-7
+    cv[i] = (i % 3 == 0 ? 0.00390625f : -0.01171875f) * static_cast<float>(1 + i % 5);  // ties
+  }
+  av[7] = std::numeric_limits<float>::quiet_NaN();
+  av[11] = 3e38f;  // a + c rounds to bf16's largest finite or inf as the convert would; a * c overflows f16
+  std::vector<uint16_t> sum(n), diff(n), sq(n);
+  std::vector<Half> prod(n);
+  ASSERT_TRUE(RunProgram(b, Bindings(Bind(av, DType::kF32, {n}), Bind(cv, DType::kF32, {n})),
+                  Bindings(Bind(sum, DType::kBF16, {n}), Bind(prod, DType::kF16, {n}), Bind(diff, DType::kBF16, {n}),
+                           Bind(sq, DType::kBF16, {n})))
+                  .ok());
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(sum[i], ToBf16(av[i] + cv[i])) << i;
+    const float p = static_cast<float>(static_cast<Half>(av[i] * cv[i]));
+    const float got = static_cast<float>(prod[i]);
+    if (std::isnan(p)) ASSERT_TRUE(std::isnan(got)) << i;
+    else ASSERT_EQ(got, p) << i;
+    const float d = RoundBf16(av[i] - cv[i]);
+    ASSERT_EQ(diff[i], ToBf16(d)) << i;
+    ASSERT_EQ(sq[i], ToBf16(d * d)) << i;
+  }
 }
 
 TEST(ElementwiseTest, U8WrapsAround) {
