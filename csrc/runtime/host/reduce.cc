@@ -322,6 +322,8 @@ void SumFloat(const View& in, const Axes& kept, const Axes& red, bool leading_f3
     if (big && tasks < 2 * threads) splits = std::max<int64_t>(1, std::min<int64_t>(4 * threads / tasks, nblocks));
     std::vector<double> partial(splits > 1 ? splits * outputs : 0);
     auto body = [&](int64_t b, int64_t e) {
+      // Zeroed once: every lane block folds its lanes into tot and zeroes them at its end, and
+      // each task ends at a block's end.
       std::vector<float> lanes(leading_f32 ? 0 : 16 * kChunk);
       alignas(64) double tot[kChunk];
       alignas(64) float buf[kChunk];
@@ -332,8 +334,7 @@ void SumFloat(const View& in, const Axes& kept, const Axes& red, bool leading_f3
         const M* p = base + OffsetOf(kept, kept.size() - 1, ko) + j0;
         int64_t rb = std::min(rsize, split * nblocks / splits * kBlock);
         int64_t re = std::min(rsize, (split + 1) * nblocks / splits * kBlock);
-        std::fill(tot, tot + len, 0.0);
-        std::fill(lanes.begin(), lanes.end(), 0.0f);
+        std::fill(tot, tot + len, 0.0);  // (lanes: zero from the start, and after every block)
         bool whole_blocks = false;
         if constexpr (std::is_same_v<M, float>) {
           whole_blocks = !leading_f32 && red.size() == 1;

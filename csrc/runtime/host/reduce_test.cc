@@ -177,7 +177,9 @@ TEST(ReduceKernelTest, FloatSumsFollowTheLaneNote) {
   struct Case { Dims dims; Dims rdims; };
   for (const Case& c : {Case{{7, 3000}, {1}}, Case{{4, 300, 9}, {1}}, Case{{5, 6, 700}, {0, 2}},
                         Case{{2, 70000}, {1}}, Case{{70000, 2}, {0}}, Case{{3, 9000, 5}, {1}},
-                        Case{{37, 100}, {1}}, Case{{4000, 21}, {1}}, Case{{50, 2, 16}, {2}}}) {
+                        Case{{37, 100}, {1}}, Case{{4000, 21}, {1}}, Case{{50, 2, 16}, {2}},
+                        // columns of whole vectors and a tail: one block, and several
+                        Case{{3, 700, 40}, {1}}, Case{{2, 4500, 33}, {1}}}) {
     SCOPED_TRACE(::testing::Message() << DimsToString(c.dims) << " over " << DimsToString(c.rdims));
     int64_t n = 1;
     for (int64_t d : c.dims) n *= d;
