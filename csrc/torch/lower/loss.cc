@@ -13,6 +13,7 @@
 #include <limits>
 #include <tuple>
 
+#include "torch/lower/index_util.h"
 #include "torch/lower/nn_util.h"
 
 namespace tpu::torch_bridge {
@@ -107,22 +108,18 @@ int TargetWeight(Lowering& l, const at::Tensor& weight, const Target& t, const D
   return b.Select(t.valid, w, nn::Fill(b, 0, c, ts));
 }
 
-// input[i0, .., target[i0, ..], ..] for every target position: a gather with one index vector per
-// position (the position's coordinates with the target inserted at the class dim).
-int PickTarget(Builder& b, int x, int64_t class_dim, const Target& t, const Dims& ts) {
-  int rank = b.TypeOf(x).rank();
+// The target at every target position as an index of the input's rank: the target's shape with a
+// dim of 1 at the class dim.
+int TargetAlongClassDim(Builder& b, const Target& t, const Dims& ts, int64_t class_dim) {
   Dims idx_dims = ts;
-  idx_dims.push_back(1);
-  std::vector<int> parts;
-  for (int d = 0; d < rank; ++d) {
-    if (d == class_dim)
-      parts.push_back(b.Reshape(t.safe, idx_dims));
-    else
-      parts.push_back(b.Iota(TensorType{DType::kI64, idx_dims}, d < class_dim ? d : d - 1));
-  }
-  int idx = parts.size() == 1 ? parts[0] : b.Concatenate(parts, static_cast<int64_t>(ts.size()));
-  return b.Gather(x, idx, {}, nn::Range(0, rank), nn::Range(0, rank), Dims(rank, 1),
-                  /*checked=*/true);
+  idx_dims.insert(idx_dims.begin() + class_dim, 1);
+  return b.Reshape(t.safe, idx_dims);
+}
+
+// input[i0, .., target[i0, ..], ..] for every target position: a gather along the class dim whose
+// other dims are batching dims (GatherAlongDim), so the target is read as it is.
+int PickTarget(Builder& b, int x, int64_t class_dim, const Target& t, const Dims& ts) {
+  return b.Reshape(GatherAlongDim(b, x, TargetAlongClassDim(b, t, ts, class_dim), class_dim), ts);
 }
 
 std::tuple<at::Tensor, at::Tensor> NllForward(const char* op, const at::Tensor& self,
@@ -205,14 +202,21 @@ at::Tensor NllBackward(const char* op, const at::Tensor& grad, const at::Tensor&
                      nn::Fill(b, 0, c, ts));
   const Dims full = ToDims(self.sizes());
   int64_t cd = ClassDim(self);
-  Dims spread = nn::Without(nn::Range(0, full.size()), cd);  // target dims -> grad_input dims
   // As PyTorch's CPU kernel does, the backward checks the targets itself (a checked gather of
   // the class ids by target): a bad target fails the gradient whatever became of the forward's
   // outputs (its total_weight does not depend on the targets' range).
   int checked = ByTarget(b, b.Iota(TensorType{DType::kI64, {full[cd]}}, 0), tgt, ts);
-  int classes = b.Iota(TensorType{DType::kI64, full}, cd);
-  int hit = b.Compare(CompareDirection::kEQ, classes, b.BroadcastInDim(checked, full, spread));
-  l.Output(b.Select(hit, b.BroadcastInDim(val, full, spread), nn::Fill(b, 0, c, full)), result);
+  // Each position's value scattered into zeros at its class (the gradient's one nonzero per
+  // position): a scatter along the class dim with the other dims as batching dims, so it writes
+  // one element per position instead of comparing every class with the target.
+  Target at{tgt.valid, checked};
+  int idx = AsIndexColumn(b, TargetAlongClassDim(b, at, ts, cd));
+  Dims upd_dims = ts;
+  upd_dims.insert(upd_dims.begin() + cd, 1);
+  const Dims batch = AllBut(static_cast<int64_t>(full.size()), cd);
+  l.Output(b.Scatter(nn::Fill(b, 0, c, full), idx, b.Reshape(val, upd_dims), {}, {cd}, {cd}, ReduceKind::kReplace,
+                     /*checked=*/true, batch, batch),
+           result);
   l.Run();
   return result;
 }
