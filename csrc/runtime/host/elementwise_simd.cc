@@ -211,6 +211,28 @@ void GeluErfBackwardF32(const float* x, const float* dy, float* out, int64_t n) 
   });
 }
 
+// v unchanged, as a value the compiler cannot see through: a multiply whose product passes through
+// it is not contracted with the add or subtract that reads it into a fused multiply-add (GCC
+// contracts vector arithmetic by default), so a kernel that fuses separate ops gives their bits.
+template <class V>
+HWY_INLINE V Rounded(V v) {
+#if defined(__GNUC__) && (HWY_ARCH_X86)
+  asm("" : "+v"(v.raw));
+#elif defined(__GNUC__) && (HWY_ARCH_ARM_A64)
+  asm("" : "+w"(v.raw));
+#endif
+  return v;
+}
+
+// A softmax backward row's last pass, as the separate ops compute it: log: g - exp(y) * s;
+// softmax: y * (g - s).
+void SoftmaxBackwardRowF32(const float* g, const float* y, float s, bool log, float* out, int64_t n) {
+  const hn::ScalableTag<float> d0;
+  const auto vs = hn::Set(d0, s);
+  if (log) Map2(g, y, out, n, [&](auto d, auto gv, auto yv) { return hn::Sub(gv, Rounded(hn::Mul(IeeeExp(d, yv), vs))); });
+  else Map2(g, y, out, n, [&](auto d, auto gv, auto yv) { return hn::Mul(yv, hn::Sub(gv, vs)); });
+}
+
 bool UnaryF32(int code_int, const float* a, float* out, int64_t n) {
   switch (static_cast<OpCode>(code_int)) {
     case OpCode::kNegate: Map1(a, out, n, [](auto d, auto v) { return hn::Neg(v); }); return true;
@@ -386,6 +408,7 @@ HWY_EXPORT(UnaryF32);
 HWY_EXPORT(GeluErfF32);
 HWY_EXPORT(GeluErfBackwardF32);
 HWY_EXPORT(ShiftExpF32);
+HWY_EXPORT(SoftmaxBackwardRowF32);
 HWY_EXPORT(ScalarF32);
 HWY_EXPORT(BinaryF32);
 HWY_EXPORT(CompareF32);
@@ -423,6 +446,9 @@ bool BinaryF32Simd(OpCode code, const float* a, const float* b, float* out, int6
 }
 void ShiftExpF32Simd(const float* x, float m, float* s, float* e, int64_t n) {
   HWY_DYNAMIC_DISPATCH(ShiftExpF32)(x, m, s, e, n);
+}
+void SoftmaxBackwardRowF32Simd(const float* g, const float* y, float s, bool log, float* out, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxBackwardRowF32)(g, y, s, log, out, n);
 }
 bool ScalarF32Simd(OpCode code, const float* a, float c, float* out, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(ScalarF32)(static_cast<int>(code), a, c, out, n);

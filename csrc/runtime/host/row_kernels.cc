@@ -247,23 +247,33 @@ Status SoftmaxBackwardRows(const View& g, const View& y, int dim, bool log, cons
   TPU_RETURN_IF_ERROR(Rows(y, dim, dim + 1, &Y, "output"));
   TPU_RETURN_IF_ERROR(Rows(dx, dim, dim + 1, &D, "input gradient"));
   const int64_t n = G.n;
-  ForRows(G.rows, n, 4, [&](int64_t r0, int64_t r1, float* buf) {
-    float* t = buf + 3 * n;
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* gr = Read(G, r, buf);
-      const float* yr = Read(Y, r, buf + n);
-      float* dr = Target(D, r, buf + 2 * n);
-      if (!log) {
-        BinaryF32Simd(OpCode::kMultiply, gr, yr, t, n);
-        ScalarF32Simd(OpCode::kSubtract, gr, Sum(t, n), t, n);  // g - s
-        BinaryF32Simd(OpCode::kMultiply, yr, t, dr, n);          // y * (g - s)
-      } else {
-        float s = Sum(gr, n);
-        UnaryF32Simd(OpCode::kExp, yr, t, n);
-        ScalarF32Simd(OpCode::kMultiply, t, s, t, n);            // exp(y) * s
-        BinaryF32Simd(OpCode::kSubtract, gr, t, dr, n);          // g - exp(y) * s
+  // Rows in groups (Note [Row groups]): the sums (log: of g; softmax: of g * y) of a group in one
+  // call, then each row in one pass.
+  const int64_t R = GroupRows(n);
+  ForRows(G.rows, n, 3 * R + 1, [&](int64_t r0, int64_t r1, float* buf) {
+    float* gbuf = buf;             // the group's gradient rows converted to float
+    float* ybuf = buf + R * n;     // its output rows
+    float* tbuf = buf + 2 * R * n; // softmax: g * y
+    float* dbuf = buf + 3 * R * n; // an input-gradient row not computed in place
+    const float* grows[kSumRowGroup];
+    const float* yrows[kSumRowGroup];
+    const float* srows[kSumRowGroup];
+    double sums[kSumRowGroup];
+    for (int64_t g0 = r0; g0 < r1; g0 += R) {
+      const int64_t cnt = std::min(R, r1 - g0);
+      for (int64_t k = 0; k < cnt; ++k) {
+        grows[k] = Read(G, g0 + k, gbuf + k * n);
+        yrows[k] = Read(Y, g0 + k, ybuf + k * n);
+        if (!log) BinaryF32Simd(OpCode::kMultiply, grows[k], yrows[k], tbuf + k * n, n);
+        srows[k] = log ? grows[k] : tbuf + k * n;
       }
-      Flush(D, r, dr);
+      if (R == 1) sums[0] = SumF32Lanes(srows[0], n);  // (a long row: the group kernel takes one block)
+      else SumF32RowGroup(srows, cnt, n, sums);
+      for (int64_t k = 0; k < cnt; ++k) {
+        float* dr = Target(D, g0 + k, dbuf);
+        SoftmaxBackwardRowF32Simd(grows[k], yrows[k], Rounded(sums[k]), log, dr, n);
+        Flush(D, g0 + k, dr);
+      }
     }
   });
   return Status::Ok();
