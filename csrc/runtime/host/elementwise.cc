@@ -837,6 +837,14 @@ void FillRun(const char* value, int elem, char* q, int64_t len, int64_t stride) 
 }
 }  // namespace
 
+// bytes (a multiple of 4, at most 64) from p to q, which do not overlap: in 16- or 4-byte pieces of
+// fixed size, which the compiler copies in registers.
+inline void CopyWords(const char* p, char* q, int64_t bytes) {
+  int64_t i = 0;
+  for (; i + 16 <= bytes; i += 16) std::memcpy(q + i, p + i, 16);
+  for (; i < bytes; i += 4) std::memcpy(q + i, p + i, 4);
+}
+
 Status CopyView(const View& src, const View& dst) {
   if (src.dims != dst.dims) return Internal("CopyView shape mismatch");
   std::vector<Operand> operands;
@@ -889,6 +897,17 @@ Status CopyView(const View& src, const View& dst) {
   if (rank >= 2 && inner < tile) {
     // Note [Row tiles]: short rows (a concatenate's pieces, a slice's rows) several per tile.
     const int64_t ps = operands[0].strides[rank - 2], qs = operands[1].strides[rank - 2];
+    const int64_t row_bytes = inner * elem;
+    if (same && s0 == 1 && s1 == 1 && row_bytes % 4 == 0 && row_bytes <= 64) {
+      // Rows of a few words (a batch norm's H x W of 2 x 2 gathered per channel): copied in words,
+      // not through a library call per row.
+      ForEachRowTile(dims, operands, std::max<int64_t>(1, tile / inner), [&](const int64_t* off, int64_t m) {
+        const char* p = operands[0].base + off[0] * elem;
+        char* q = operands[1].base + off[1] * elem;
+        for (int64_t j = 0; j < m; ++j, p += ps * elem, q += qs * elem) CopyWords(p, q, row_bytes);
+      });
+      return Status::Ok();
+    }
     ForEachRowTile(dims, operands, std::max<int64_t>(1, tile / inner), [&](const int64_t* off, int64_t m) {
       for (int64_t j = 0; j < m; ++j)
         copy_run(operands[0].base + (off[0] + j * ps) * elem, operands[1].base + (off[1] + j * qs) * operands[1].elem,

@@ -133,6 +133,26 @@ TEST(ElementwiseTest, BroadcastCopiesFill) {
   }
 }
 
+// Copies of rows of a few words (4 to 64 bytes) go in registers: rows gathered from every
+// other row of the source, for element sizes 2, 4 and 8.
+template <typename E>
+void CheckShortRowCopy(int64_t rows, int64_t inner) {
+  std::vector<E> src(rows * 2 * inner), dst(rows * inner, 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<E>(i * 7 + 1);
+  const DType t = sizeof(E) == 2 ? DType::kI16 : sizeof(E) == 4 ? DType::kF32 : DType::kF64;
+  ASSERT_TRUE(CopyView(View{src.data(), t, {rows, inner}, {2 * inner, 1}}, View{dst.data(), t, {rows, inner}, {inner, 1}}).ok());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < inner; ++j) ASSERT_EQ(dst[r * inner + j], src[r * 2 * inner + j]) << r << "," << j;
+}
+
+TEST(ElementwiseTest, ShortRowCopies) {
+  CheckShortRowCopy<int16_t>(301, 2);  // 4 bytes
+  CheckShortRowCopy<float>(3000, 5);   // 20: 16 + 4
+  CheckShortRowCopy<float>(77, 16);    // 64
+  CheckShortRowCopy<double>(40, 3);    // 24
+  CheckShortRowCopy<float>(50, 17);    // 68: the library copy
+}
+
 // Note [Tile length]: a region's tile grows with fewer stored values. Chains of 1, 3 and 12 ops
 // (tiles of 16384, 4096 / 1280 and 256 elements), each over a size that ends in a partial tile,
 // with inputs read in place, broadcast along rows, broadcast along the tile, and transposed (the

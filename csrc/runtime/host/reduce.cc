@@ -410,14 +410,31 @@ void SumFloat(const View& in, const Axes& kept, const Axes& red, bool leading_f3
   if (big && outputs < 2 * threads && nblocks >= 4) pieces = std::min<int64_t>(4 * threads, nblocks);
   std::vector<double> partial(pieces * outputs);
   // Short contiguous float rows (one lane block each): many rows per call, no per-row setup.
-  const bool short_rows = std::is_same_v<M, float> && red.size() == 1 && run.stride == 1 && rsize <= kBlock && pieces == 1;
+  bool short_rows = std::is_same_v<M, float> && red.size() == 1 && run.stride == 1 && rsize <= kBlock && pieces == 1;
+  // Note [Gathered rows]: an output whose elements lie in short runs (a batch norm's sums over N, H
+  // and W of a small H x W: 16 runs of 4 per channel) fed LaneSum a call per run. They are first
+  // copied, each output's elements back to back (the blocked transposing copy), then summed as short
+  // rows: the same positions in the same lanes, so the same bits.
+  std::vector<float> gathered;
+  if (std::is_same_v<M, float> && !short_rows && pieces == 1 && !red.empty() && rsize <= kBlock && run.size < 64 &&
+      outputs * rsize <= (int64_t{1} << 20)) {  // (a scratch of at most 4 MiB)
+    View src{const_cast<M*>(base), DType::kF32, {}, {}}, dst;
+    for (const Axis& a : kept) src.dims.push_back(a.size), src.strides.push_back(a.stride);
+    for (const Axis& a : red) src.dims.push_back(a.size), src.strides.push_back(a.stride);
+    gathered.resize(static_cast<size_t>(outputs * rsize));
+    dst = View{gathered.data(), DType::kF32, src.dims, ContiguousStrides(src.dims)};
+    if (CopyView(src, dst).ok()) short_rows = true;
+  }
+  const bool from_gathered = !gathered.empty() && short_rows;
   auto body = [&](int64_t b, int64_t e) {
     if (short_rows) {
       double tot[256];
       for (int64_t o0 = b; o0 < e; o0 += 256) {
         const int64_t cnt = std::min<int64_t>(256, e - o0);
         auto row = [&](int64_t o) { return reinterpret_cast<const float*>(base + OffsetOf(kept, kept.size(), o)); };
-        if (kept.size() == 1) {
+        if (from_gathered) {
+          SumF32Rows(gathered.data() + o0 * rsize, cnt, rsize, rsize, tot);
+        } else if (kept.size() == 1) {
           SumF32Rows(row(o0), cnt, rsize, kept[0].stride, tot);  // rows at a fixed stride: one call
         } else {
           for (int64_t k = 0; k < cnt; ++k) SumF32Rows(row(o0 + k), 1, rsize, 0, tot + k);

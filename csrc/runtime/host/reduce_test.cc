@@ -179,7 +179,9 @@ TEST(ReduceKernelTest, FloatSumsFollowTheLaneNote) {
                         Case{{2, 70000}, {1}}, Case{{70000, 2}, {0}}, Case{{3, 9000, 5}, {1}},
                         Case{{37, 100}, {1}}, Case{{4000, 21}, {1}}, Case{{50, 2, 16}, {2}},
                         // columns of whole vectors and a tail: one block, and several
-                        Case{{3, 700, 40}, {1}}, Case{{2, 4500, 33}, {1}}}) {
+                        Case{{3, 700, 40}, {1}}, Case{{2, 4500, 33}, {1}},
+                        // short runs gathered into rows first (Note [Gathered rows]): a batch norm's sums
+                        Case{{16, 40, 2, 2}, {0, 2, 3}}, Case{{7, 33, 5}, {0, 2}}, Case{{64, 3, 7}, {0, 2}}}) {
     SCOPED_TRACE(::testing::Message() << DimsToString(c.dims) << " over " << DimsToString(c.rdims));
     int64_t n = 1;
     for (int64_t d : c.dims) n *= d;
