@@ -469,47 +469,62 @@ Status RunScatter(const Op& op, const View& operand, const View& indices, const 
     });
     return Status::Ok();
   }
+  // The general form: the updates' elements in row-major order (the order combiners apply in), each
+  // batch position's start offset found once and the window's offsets kept by a counter, instead of
+  // every element's coordinates divided out of its index (~20 ns an element: a DLRM interaction's
+  // backward, [128, 36] updates into [128, 9, 9], took 90 us).
   std::vector<char> s1, s2;
   View updates = Contiguous(updates_in, s1);
   const int64_t* idx = IndicesAsI64(indices, s2);
-  int64_t nvec = static_cast<int64_t>(a.c.size());
-  int orank = static_cast<int>(out.dims.size());
-  Dims ostr = ContiguousStrides(out.dims);
-  Dims window_operand_dims;  // operand dims that window dims map to
-  for (int d = 0; d < orank; ++d)
-    if (!Contains(a.b, d)) window_operand_dims.push_back(d);
-  int urank = static_cast<int>(updates.dims.size());
-  Dims ustr = ContiguousStrides(updates.dims);
-  int64_t total = updates.NumElements();
-  int elem = DTypeSize(out.dtype);
-  char* dst = static_cast<char*>(out.data);
-  const char* src = static_cast<const char*>(updates.data);
-  Dims full(orank);
-  for (int64_t e = 0; e < total; ++e) {
-    int64_t b = 0;
-    std::fill(full.begin(), full.end(), 0);
+  const int64_t nvec = static_cast<int64_t>(a.c.size());
+  const int orank = static_cast<int>(out.dims.size()), urank = static_cast<int>(updates.dims.size());
+  const int64_t total = updates.NumElements();
+  if (total == 0) return Status::Ok();
+  const Dims ostr = ContiguousStrides(out.dims);
+  // Per update dim: the operand dim a window dim maps to (-1 for a scatter dim), and a scatter dim's
+  // stride in the batch position (row-major over the scatter dims).
+  std::vector<int> wdim(urank, -1);
+  {
+    Dims window_operand_dims;  // operand dims that window dims map to
+    for (int d = 0; d < orank; ++d)
+      if (!Contains(a.b, d)) window_operand_dims.push_back(d);
     size_t wi = 0;
-    for (int d = 0; d < urank; ++d) {
-      int64_t i = (e / ustr[d]) % updates.dims[d];
-      if (Contains(a.a, d)) full[window_operand_dims[wi++]] += i;
-      else b = b * updates.dims[d] + i;
-    }
-    bool in_bounds = true;
-    for (int64_t k = 0; k < nvec; ++k) {
-      int64_t d = a.c[k];
-      int64_t s = idx[b * nvec + k];
+    for (int d = 0; d < urank; ++d)
+      if (Contains(a.a, d)) wdim[d] = static_cast<int>(window_operand_dims[wi++]);
+  }
+  Dims bstride(urank, 0);
+  int64_t batches = 1;
+  for (int d = urank - 1; d >= 0; --d)
+    if (wdim[d] < 0) bstride[d] = batches, batches *= updates.dims[d];
+  std::vector<int> index_pos(orank, -1);  // the index vector's component for an operand dim
+  for (int64_t k = 0; k < nvec; ++k) index_pos[a.c[k]] = static_cast<int>(k);
+  auto start = [&](int64_t b, int d) { return index_pos[d] < 0 ? 0 : idx[b * nvec + index_pos[d]]; };
+  // Per batch position: its start's offset, -1 when an index is out of bounds (StableHLO skips the
+  // whole update; checked, the first one in order is the error, before anything is written), and
+  // whether its whole window lies inside the operand (else each element is checked).
+  std::vector<int64_t> base(batches);
+  std::vector<uint8_t> fits(batches);
+  for (int64_t b = 0; b < batches; ++b) {
+    int64_t off = 0;
+    bool ok = true;
+    for (int64_t k = 0; k < nvec && ok; ++k) {
+      const int64_t d = a.c[k], s = idx[b * nvec + k];
       if (s < 0 || s >= out.dims[d]) {
         if (checked) return IndexError(s, d, out.dims[d]);
-        in_bounds = false;
+        ok = false;
       }
-      full[d] += s;
+      off += s * ostr[d];
     }
-    int64_t off = 0;
-    for (int d = 0; d < orank; ++d) {
-      if (full[d] < 0 || full[d] >= out.dims[d]) in_bounds = false;
-      off += full[d] * ostr[d];
-    }
-    if (!in_bounds) continue;  // StableHLO skips out-of-bounds updates
+    base[b] = ok ? off : -1;
+    bool fit = true;
+    for (int d = 0; d < urank && ok; ++d)
+      if (wdim[d] >= 0) fit &= start(b, wdim[d]) + updates.dims[d] <= out.dims[wdim[d]];
+    fits[b] = fit;
+  }
+  const int elem = DTypeSize(out.dtype);
+  char* dst = static_cast<char*>(out.data);
+  const char* src = static_cast<const char*>(updates.data);
+  auto apply = [&](int64_t off, int64_t e) {
     char* p = dst + off * elem;
     const char* q = src + e * elem;
     switch (out.dtype) {
@@ -519,6 +534,37 @@ Status RunScatter(const Op& op, const View& operand, const View& indices, const 
       case DType::kI32: Apply(kind, reinterpret_cast<int32_t*>(p), reinterpret_cast<const int32_t*>(q)); break;
       default:  // a replacement (combiners on other types were refused above)
         std::memcpy(p, q, elem);
+    }
+  };
+  // Rows of the innermost update dim; c counts the outer dims.
+  const int last = urank - 1;
+  const int64_t row = urank ? updates.dims[last] : 1;
+  const int64_t row_b = urank ? bstride[last] : 0;                                   // batch step along a row
+  const int64_t row_o = urank && wdim[last] >= 0 ? ostr[wdim[last]] : 0;             // operand step along a row
+  Dims c(std::max(urank - 1, 0), 0);
+  for (int64_t e0 = 0; e0 < total; e0 += row) {
+    int64_t b0 = 0, w0 = 0;
+    for (int d = 0; d < last; ++d) {
+      if (wdim[d] < 0) b0 += c[d] * bstride[d];
+      else w0 += c[d] * ostr[wdim[d]];
+    }
+    for (int64_t j = 0; j < row; ++j) {
+      const int64_t b = b0 + j * row_b;
+      if (base[b] < 0) continue;
+      if (!fits[b]) {  // the element's own coordinates, each inside the operand
+        bool in = true;
+        for (int d = 0; d <= last && in; ++d) {
+          if (wdim[d] < 0) continue;
+          const int64_t w = d == last ? j : c[d];
+          in = start(b, wdim[d]) + w < out.dims[wdim[d]];
+        }
+        if (!in) continue;
+      }
+      apply(base[b] + w0 + j * row_o, e0 + j);
+    }
+    for (int d = last - 1; d >= 0; --d) {  // next row
+      if (++c[d] < updates.dims[d]) break;
+      c[d] = 0;
     }
   }
   return Status::Ok();

@@ -1,4 +1,5 @@
 // gather / scatter through the host executor.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -254,6 +255,66 @@ TEST(ScatterTest, ReplaceMaxAndBounds) {
                         Bindings(Bind(out, F, {4})));
   EXPECT_EQ(s.code(), Code::kOutOfRange);
   EXPECT_EQ(s.message(), "index 4 is out of bounds for dimension 0 with size 4");
+}
+
+// The general scatter against the element-by-element definition, in the updates' row-major order
+// (float additions in that order, so the bits match): a DLRM interaction's backward (pairs of
+// (row, column) indices, the batch as a leading window dim, repeated pairs), and windows that run
+// past the operand's end when unchecked (those elements are skipped, the others applied).
+TEST(ScatterTest, GeneralFormMatchesTheDefinition) {
+  struct Case {
+    Dims operand, indices, updates, window, inserted, to_operand;
+    bool checked;
+  };
+  for (const Case& c : {Case{{6, 5, 5}, {7, 2}, {6, 7}, {0}, {1, 2}, {1, 2}, true},
+                        Case{{4, 6}, {3, 1}, {3, 4, 3}, {1, 2}, {}, {1}, false},
+                        Case{{3, 4, 5}, {2, 3, 2}, {2, 3, 4}, {2}, {0, 2}, {0, 2}, true}}) {
+    SCOPED_TRACE(DimsToString(c.operand) + " " + DimsToString(c.updates));
+    auto count = [](const Dims& d) { int64_t n = 1; for (int64_t v : d) n *= v; return n; };
+    const int64_t no = count(c.operand), nu = count(c.updates), ni = count(c.indices);
+    std::vector<float> operand(no), updates(nu), out(no);
+    for (int64_t i = 0; i < no; ++i) operand[i] = static_cast<float>(i % 7) * 0.37f;
+    for (int64_t i = 0; i < nu; ++i) updates[i] = static_cast<float>((i * 13) % 11) * 1e3f + 0.1f * static_cast<float>(i);
+    const int64_t nvec = c.indices.back();
+    std::vector<int64_t> idx(ni);
+    for (int64_t i = 0; i < ni; ++i) {
+      const int64_t d = c.to_operand[i % nvec];
+      idx[i] = c.checked ? (i * 5 / 3) % c.operand[d] : (i * 2) % c.operand[d];  // repeats; starts near the end
+    }
+    Builder b;
+    int o = b.Param(T(F, c.operand));
+    int ix = b.Param(T(DType::kI64, c.indices));
+    int u = b.Param(T(F, c.updates));
+    b.Result(b.Scatter(o, ix, u, c.window, c.inserted, c.to_operand, ReduceKind::kAdd, c.checked));
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(operand, F, c.operand), Bind(idx, DType::kI64, c.indices), Bind(updates, F, c.updates)),
+                           Bindings(Bind(out, F, c.operand)))
+                    .ok());
+    // The definition, element by element.
+    std::vector<float> want = operand;
+    Dims window_operand;
+    for (int64_t d = 0; d < static_cast<int64_t>(c.operand.size()); ++d)
+      if (std::find(c.inserted.begin(), c.inserted.end(), d) == c.inserted.end()) window_operand.push_back(d);
+    const Dims us = ContiguousStrides(c.updates), os = ContiguousStrides(c.operand);
+    for (int64_t e = 0; e < nu; ++e) {
+      Dims full(c.operand.size(), 0);
+      int64_t bpos = 0;
+      size_t wi = 0;
+      for (size_t d = 0; d < c.updates.size(); ++d) {
+        const int64_t i = e / us[d] % c.updates[d];
+        if (std::find(c.window.begin(), c.window.end(), static_cast<int64_t>(d)) != c.window.end()) full[window_operand[wi++]] += i;
+        else bpos = bpos * c.updates[d] + i;
+      }
+      for (int64_t k = 0; k < nvec; ++k) full[c.to_operand[k]] += idx[bpos * nvec + k];
+      bool in = true;
+      int64_t off = 0;
+      for (size_t d = 0; d < full.size(); ++d) {
+        in &= full[d] < c.operand[d];
+        off += full[d] * os[d];
+      }
+      if (in) want[off] += updates[e];
+    }
+    for (int64_t i = 0; i < no; ++i) ASSERT_EQ(out[i], want[i]) << i;
+  }
 }
 
 TEST(ScatterTest, Bf16CombinerIsUnimplemented) {
