@@ -213,12 +213,14 @@ void GeluErfBackwardF32(const float* x, const float* dy, float* out, int64_t n) 
 
 // v unchanged, as a value the compiler cannot see through: a multiply whose product passes through
 // it is not contracted with the add or subtract that reads it into a fused multiply-add (GCC
-// contracts vector arithmetic by default), so a kernel that fuses separate ops gives their bits.
+// contracts vector arithmetic across statements by default), so a kernel that fuses separate ops
+// gives their bits. Clang contracts only within one source expression (-ffp-contract=on), which
+// Highway's ops are not, and rejects this constraint on its vector types: nothing to do there.
 template <class V>
 HWY_INLINE V Rounded(V v) {
-#if defined(__GNUC__) && (HWY_ARCH_X86)
+#if defined(__GNUC__) && !defined(__clang__) && (HWY_ARCH_X86)
   asm("" : "+v"(v.raw));
-#elif defined(__GNUC__) && (HWY_ARCH_ARM_A64)
+#elif defined(__GNUC__) && !defined(__clang__) && (HWY_ARCH_ARM_A64)
   asm("" : "+w"(v.raw));
 #endif
   return v;
