@@ -83,9 +83,9 @@ WorkerQueue::Item& WorkerQueue::BeginEnqueue(std::unique_lock<std::mutex>& lock)
   // Back-pressure: a producer far ahead of the device would pile up queued buffers. The ring
   // has room for kMaxInFlight + 1 tasks, so below that bound the next slot is always finished.
   if (tail_ - ring_done_.load(std::memory_order_seq_cst) >= kMaxInFlight) {
-    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    ring_waiters_.fetch_add(1, std::memory_order_seq_cst);
     done_cv_.wait(lock, [&] { return tail_ - ring_done_.load(std::memory_order_seq_cst) <= kMaxInFlight / 2; });
-    waiters_.fetch_sub(1, std::memory_order_seq_cst);
+    ring_waiters_.fetch_sub(1, std::memory_order_seq_cst);
   }
   // Note [Queue-held memory]: where freed buffers' memory must stay until the queued tasks that
   // use them have run (an allocator without stream-ordered frees, Note [Stream-ordered frees]), a
@@ -94,9 +94,9 @@ WorkerQueue::Item& WorkerQueue::BeginEnqueue(std::unique_lock<std::mutex>& lock)
   if (max_held_bytes_ > 0 && held_allocator_->held_by_queue() > max_held_bytes_) {
     static Counter* waits = GetCounter("queue_held_memory_waits");
     waits->Add();
-    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    ring_waiters_.fetch_add(1, std::memory_order_seq_cst);
     done_cv_.wait(lock, [&] { return tail_ == ring_done_.load(std::memory_order_seq_cst); });
-    waiters_.fetch_sub(1, std::memory_order_seq_cst);
+    ring_waiters_.fetch_sub(1, std::memory_order_seq_cst);
   }
   ReclaimLocked();
   Item& slot = ring_[tail_ % ring_.size()];
@@ -496,11 +496,37 @@ void WorkerQueue::SkipCancelled(const Item& item) {
 bool WorkerQueue::WaitDone(uint64_t seq, int64_t timeout_us) {
   if (completed_.load(std::memory_order_acquire) >= seq) return true;
   std::unique_lock<std::mutex> lock(mu_);
-  waiters_.fetch_add(1, std::memory_order_seq_cst);
-  done_cv_.wait_for(lock, std::chrono::microseconds(timeout_us),
-                    [&] { return completed_.load(std::memory_order_seq_cst) >= seq; });
-  waiters_.fetch_sub(1, std::memory_order_seq_cst);
-  return completed_.load(std::memory_order_seq_cst) >= seq;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(timeout_us);
+  return WaitForSeqLocked(lock, seq, &deadline);
+}
+
+// Note [Targeted wakes]: a thread waiting for a task (a sync point after a burst of queued ops)
+// was woken by every task that finished before it, a futex wake on the worker and a context switch
+// for nothing per op. It now registers the sequence number it awaits in wake_seq_ (the minimum
+// over all such waiters) and the worker wakes them when completed_ reaches it. Registration and
+// the check of completed_ come in that order (seq_cst), against the worker's store of completed_
+// and load of wake_seq_: either the waiter sees its task done, or the worker sees the
+// registration and takes mu_ (which the waiter holds until it waits) before it notifies. A wake
+// resets wake_seq_; waiters for later tasks register again.
+bool WorkerQueue::WaitForSeqLocked(std::unique_lock<std::mutex>& lock, uint64_t seq,
+                                   const std::chrono::steady_clock::time_point* deadline) {
+  seq_waiters_.fetch_add(1, std::memory_order_seq_cst);
+  bool done;
+  while (true) {
+    uint64_t cur = wake_seq_.load(std::memory_order_seq_cst);
+    while (seq < cur && !wake_seq_.compare_exchange_weak(cur, seq, std::memory_order_seq_cst)) {
+    }
+    done = completed_.load(std::memory_order_seq_cst) >= seq;
+    if (done) break;
+    if (deadline == nullptr) {
+      done_cv_.wait(lock);
+    } else if (done_cv_.wait_until(lock, *deadline) == std::cv_status::timeout) {
+      done = completed_.load(std::memory_order_seq_cst) >= seq;
+      break;
+    }
+  }
+  seq_waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  return done;
 }
 
 Status WorkerQueue::NoValue(const ErrorRecord& rec) {
@@ -533,10 +559,16 @@ Status WorkerQueue::ReportLocked(ErrorRecord& rec) {
 }
 
 void WorkerQueue::WakeWaiters() {
-  // Pairs with the waiters' seq_cst increment of waiters_ before they test completed_: either
-  // they see the new completed_, or we see them and notify under the lock.
-  if (waiters_.load(std::memory_order_seq_cst) > 0) {
-    { std::lock_guard<std::mutex> lock(mu_); }
+  // Pairs with the waiters' seq_cst registration before they test their condition: either they
+  // see the new progress, or we see them and notify under the lock (Note [Targeted wakes]).
+  bool wake = ring_waiters_.load(std::memory_order_seq_cst) > 0;
+  if (!wake && seq_waiters_.load(std::memory_order_seq_cst) > 0)
+    wake = completed_.load(std::memory_order_seq_cst) >= wake_seq_.load(std::memory_order_seq_cst);
+  if (wake) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      wake_seq_.store(~uint64_t{0}, std::memory_order_seq_cst);
+    }
     done_cv_.notify_all();
   }
 }
@@ -571,11 +603,7 @@ void WorkerQueue::WaitUntilDone(uint64_t seq) {
   if (completed_.load(std::memory_order_acquire) >= seq) return;
   for (int i = 0; i < 1000 && completed_.load(std::memory_order_acquire) < seq; ++i) CpuRelax();
   std::unique_lock<std::mutex> lock(mu_);
-  if (completed_.load(std::memory_order_seq_cst) < seq) {
-    waiters_.fetch_add(1, std::memory_order_seq_cst);
-    done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_seq_cst) >= seq; });
-    waiters_.fetch_sub(1, std::memory_order_seq_cst);
-  }
+  if (completed_.load(std::memory_order_seq_cst) < seq) WaitForSeqLocked(lock, seq, nullptr);
 }
 
 void WorkerQueue::Drain() {

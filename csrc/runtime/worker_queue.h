@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -131,6 +132,9 @@ class WorkerQueue final : public Queue {
   static Status NoValue(const ErrorRecord& rec);
   void WorkerLoop();
   void WakeWaiters();
+  // Blocks (mu_ held by `lock`) until completed_ >= seq, or until `deadline` if given; true if done.
+  bool WaitForSeqLocked(std::unique_lock<std::mutex>& lock, uint64_t seq,
+                        const std::chrono::steady_clock::time_point* deadline);
 
   // Layout: the producer's fields, the two counters, and the rarely written fields each get their
   // own cache line, so the worker polling `submitted_` and publishing `completed_` never makes the
@@ -166,7 +170,11 @@ class WorkerQueue final : public Queue {
   alignas(64) std::atomic<uint64_t> completed_{0};  // sequence number of the last finished task
   std::atomic<uint64_t> ring_done_{0};              // ring tasks finished
   alignas(64) std::atomic<bool> worker_sleeping_{false};
-  std::atomic<int> waiters_{0};
+  // Note [Targeted wakes] (worker_queue.cc): threads waiting on done_cv_ for ring room
+  // (ring_waiters_) are woken at every finished task; those waiting for a task's completion
+  // (seq_waiters_) only once completed_ reaches wake_seq_, the smallest sequence number they await.
+  std::atomic<int> ring_waiters_{0}, seq_waiters_{0};
+  std::atomic<uint64_t> wake_seq_{~uint64_t{0}};
   std::condition_variable work_cv_, done_cv_;
   alignas(64) std::thread worker_;
 };

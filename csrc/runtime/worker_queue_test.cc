@@ -72,6 +72,43 @@ TEST(QueueTest, WaitForWaitsForThatTask) {
   EXPECT_TRUE(q.Done(s2));
 }
 
+TEST(QueueTest, WaitersForDifferentTasksWakeAsTheirOwnFinish) {
+  // Note [Targeted wakes]: each waiter is woken once its own task is done -- not before, and not
+  // held until the queue drains (the last task waits until every other waiter has returned).
+  WorkerQueue q(0, &g_none);
+  constexpr int kTasks = 6;
+  std::atomic<int> returned{0};
+  std::atomic<bool> release{false};
+  std::vector<uint64_t> seqs;
+  for (int i = 0; i < kTasks; ++i)
+    seqs.push_back(q.Enqueue(
+        [&, i] {
+          if (i == kTasks - 1)
+            while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          else
+            std::this_thread::sleep_for(std::chrono::milliseconds(3));
+          return Status::Ok();
+        },
+        {}));
+  std::vector<std::thread> waiters;
+  std::atomic<int> early_done{0};
+  for (int i = kTasks - 2; i >= 0; --i)  // later tasks' waiters first: the smallest registers last
+    waiters.emplace_back([&, i] {
+      EXPECT_TRUE(q.WaitFor(seqs[i]).ok());
+      if (q.Done(seqs[i])) ++early_done;
+      ++returned;
+    });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (returned < kTasks - 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(returned.load(), kTasks - 1);  // all before the last task was released
+  EXPECT_FALSE(q.Done(seqs.back()));
+  release = true;
+  for (auto& t : waiters) t.join();
+  EXPECT_EQ(early_done.load(), kTasks - 1);
+  EXPECT_TRUE(q.WaitFor(seqs.back()).ok());
+}
+
 TEST(QueueTest, ErrorIsReturnedWithContextThenCleared) {
   WorkerQueue q(0, &g_none);
   std::atomic<int> ran{0};
