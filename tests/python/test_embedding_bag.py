@@ -57,11 +57,12 @@ def test_include_last_offset(mode_name, no_fallback):
     compare(weight(), INDICES, offsets, mode=mode_name, include_last_offset=True)
 
 
-@pytest.mark.parametrize("n,bags", [(96, 40), (700, 240)])  # both sides of the counted-bag table
+@pytest.mark.parametrize("n,bags", [(96, 40), (700, 240), (1, 3), (129, 2)])  # shifts: 7, 10, none, 8
 @pytest.mark.parametrize("include_last_offset", [False, True])
 def test_many_bags_find_their_indices(n, bags, include_last_offset, no_fallback):
-    """Each index finds its bag by counting the offsets at or before it when indices x bags is
-    small (<= 65536), else by a binary search over them: both against CPU, empty bags included."""
+    """Each index finds its bag by a running maximum of the bag numbers scattered to their
+    offsets (n of 1 and 129: no shift, and one more than a power of two): against CPU, empty bags
+    (repeated offsets, offsets at the end) included."""
     g = torch.Generator().manual_seed(n)
     indices = torch.randint(0, 50, (n,), generator=g)
     offsets = torch.sort(torch.randint(0, n + 1, (bags,), generator=g)).values
