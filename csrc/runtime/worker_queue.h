@@ -170,8 +170,8 @@ class WorkerQueue final : public Queue {
   alignas(64) std::atomic<uint64_t> completed_{0};  // sequence number of the last finished task
   std::atomic<uint64_t> ring_done_{0};              // ring tasks finished
   alignas(64) std::atomic<bool> worker_sleeping_{false};
-  // Note [Targeted wakes] (worker_queue.cc): threads waiting on done_cv_ for ring room
-  // (ring_waiters_) are woken at every finished task; those waiting for a task's completion
+  // Note [Targeted wakes] (worker_queue.cc): threads waiting on done_cv_ for the ring's progress
+  // (room in it, or its drain: ring_waiters_) are woken at every finished task; those waiting for a task's completion
   // (seq_waiters_) only once completed_ reaches wake_seq_, the smallest sequence number they await.
   std::atomic<int> ring_waiters_{0}, seq_waiters_{0};
   std::atomic<uint64_t> wake_seq_{~uint64_t{0}};

@@ -1,12 +1,7 @@
 // Fused elementwise regions: one tiled pass over the iteration space. Each tile loads its inputs
 // (straight from memory when contiguous and already of the register type), runs the region's ops
-// on registers of kTile elements that stay in L1, and stores the outputs.
-//
-// Note [Register classes]: values live in one of four register classes. bf16/f16 values are held
-// as f32 and rounded back to their precision after every op that produces them, which is exactly
-// PyTorch's CPU behaviour (compute in float, round the result). Narrow integers and bool live in
-// i32 registers and are wrapped to their width after every op; ui32 lives in i64 registers (so it
-// compares, divides and converts as unsigned) and is wrapped to 32 bits likewise.
+// on registers of kTile elements that stay in L1 (registers.h: Note [Register classes]), and stores
+// the outputs.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -19,24 +14,13 @@
 #include "runtime/host/kernels.h"
 #include "runtime/host/half.h"
 #include "runtime/host/reduce_simd.h"
+#include "runtime/host/registers.h"
+#include "runtime/host/tiles.h"
 #include "runtime/host/wrapping.h"
 
 namespace tpu::host {
 namespace {
 
-// Note [Generic loops per ISA]: the kernels for float32 run on Highway (elementwise_simd.cc); the
-// generic loops below (loads and stores of every dtype, conversions, integer and float64 ops) are
-// plain C++, which the baseline x86-64 target (SSE2) vectorizes poorly or not at all: converting
-// u32 -> i64 -> f32 and storing bool ran at ~2 elements per ns. GCC builds each of them for
-// AVX2 and x86-64-v4 (AVX-512) too and picks one when the library loads (target_clones, an ifunc).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
-    !defined(__SANITIZE_THREAD__)
-#define TPU_ISA_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
-#else
-#define TPU_ISA_CLONES
-#endif
-
-constexpr int64_t kTile = 256;
 // Note [Tile length]: a tile is kTile elements or a multiple of it. Each tile costs a fixed amount
 // (offsets, one kernel call per op, stores), about as much as a kernel spends on 256 elements, so
 // a region runs its longest tile whose values still fit in L1: values that need storage (an op's
@@ -44,212 +28,12 @@ constexpr int64_t kTile = 256;
 // take kL1Budget bytes between them; inputs read in place and the result written in place take
 // none. A one-op region over contiguous float32 then runs tiles of kMaxTile elements, a long
 // chain tiles of kTile.
-constexpr int64_t kMaxTile = 16384;
 constexpr int64_t kL1Budget = 32 * 1024;
 
 int64_t TileLength(int values_stored) {
   if (values_stored == 0) return kMaxTile;
   int64_t t = kL1Budget / (8 * values_stored) / kTile * kTile;
   return std::clamp<int64_t>(t, kTile, kMaxTile);
-}
-
-enum class Rc : uint8_t { kF32, kF64, kI64, kI32 };
-
-Rc ClassOf(DType t) {
-  switch (t) {
-    case DType::kF32: case DType::kBF16: case DType::kF16: return Rc::kF32;
-    case DType::kF64: return Rc::kF64;
-    case DType::kI64: case DType::kU64: case DType::kU32: return Rc::kI64;
-    case DType::kI32: case DType::kI16: case DType::kI8: case DType::kU8: case DType::kBool:
-      return Rc::kI32;
-  }
-  return Rc::kF32;
-}
-
-// Whether memory of this dtype can be used in place as a register of its class.
-bool IsRegisterLayout(DType t) {
-  return t == DType::kF32 || t == DType::kF64 || t == DType::kI64 || t == DType::kI32;
-}
-
-inline float Bf16ToF32(uint16_t h) {
-  uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-inline uint16_t F32ToBf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if (std::isnan(f)) return 0x7FC0;
-  bits += 0x7FFF + ((bits >> 16) & 1);
-  return static_cast<uint16_t>(bits >> 16);
-}
-inline float RoundF16(float f) { return static_cast<float>(static_cast<Half>(f)); }
-
-// Wraps register values to the width of N (bool: != 0).
-template <typename N, typename R>
-TPU_ISA_CLONES void WrapLoop(R* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    if constexpr (std::is_same_v<N, bool>) x[i] = x[i] != 0;
-    else x[i] = static_cast<N>(x[i]);
-  }
-}
-
-void RoundToDType(void* reg, DType t, int64_t n) {
-  switch (t) {
-    case DType::kBF16: RoundF32ToBf16(static_cast<float*>(reg), n); break;  // Highway
-    case DType::kF16: {
-      float* f = static_cast<float*>(reg);
-      for (int64_t i = 0; i < n; ++i) f[i] = RoundF16(f[i]);
-      break;
-    }
-    case DType::kI16: WrapLoop<int16_t>(static_cast<int32_t*>(reg), n); break;
-    case DType::kI8: WrapLoop<int8_t>(static_cast<int32_t*>(reg), n); break;
-    case DType::kU8: WrapLoop<uint8_t>(static_cast<int32_t*>(reg), n); break;
-    case DType::kBool: WrapLoop<bool>(static_cast<int32_t*>(reg), n); break;
-    case DType::kU32: WrapLoop<uint32_t>(static_cast<int64_t*>(reg), n); break;
-    default: break;
-  }
-}
-
-// Whether converting a value held in a register of `from` to `to` leaves the register as it is:
-// `to` takes every value of `from` exactly, in the same register class.
-bool ConvertKeepsRegister(DType from, DType to) {
-  switch (to) {
-    case DType::kF32: return from == DType::kF32 || from == DType::kBF16 || from == DType::kF16;
-    case DType::kF64: return from == DType::kF64;
-    case DType::kI32:
-      return from == DType::kI32 || from == DType::kI16 || from == DType::kI8 || from == DType::kU8 ||
-             from == DType::kBool;
-    case DType::kI64: return from == DType::kI64 || from == DType::kU32;
-    default: return from == to;
-  }
-}
-
-// Loads n elements of `t` at p (stride in elements) into a register of ClassOf(t).
-template <typename R, typename M>
-TPU_ISA_CLONES
-void LoadAs(const char* p, int64_t stride, int64_t n, R* out) {
-  const M* m = reinterpret_cast<const M*>(p);
-  if (stride == 1) for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(m[i]);
-  else for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(m[i * stride]);
-}
-
-void Load(DType t, const char* p, int64_t stride, int64_t n, void* reg) {
-  switch (t) {
-    case DType::kF32: LoadAs<float, float>(p, stride, n, static_cast<float*>(reg)); break;
-    case DType::kF64: LoadAs<double, double>(p, stride, n, static_cast<double*>(reg)); break;
-    case DType::kBF16: {
-      const uint16_t* m = reinterpret_cast<const uint16_t*>(p);
-      float* o = static_cast<float*>(reg);
-      if (stride == 1) tpu::host::Bf16ToF32(m, o, n);  // Highway
-      else for (int64_t i = 0; i < n; ++i) o[i] = Bf16ToF32(m[i * stride]);
-      break;
-    }
-    case DType::kF16: {
-      const Half* m = reinterpret_cast<const Half*>(p);
-      float* o = static_cast<float*>(reg);
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(m[i * stride]);
-      break;
-    }
-    case DType::kI64: LoadAs<int64_t, int64_t>(p, stride, n, static_cast<int64_t*>(reg)); break;
-    case DType::kU64: LoadAs<int64_t, uint64_t>(p, stride, n, static_cast<int64_t*>(reg)); break;
-    case DType::kI32: LoadAs<int32_t, int32_t>(p, stride, n, static_cast<int32_t*>(reg)); break;
-    case DType::kU32: LoadAs<int64_t, uint32_t>(p, stride, n, static_cast<int64_t*>(reg)); break;
-    case DType::kI16: LoadAs<int32_t, int16_t>(p, stride, n, static_cast<int32_t*>(reg)); break;
-    case DType::kI8: LoadAs<int32_t, int8_t>(p, stride, n, static_cast<int32_t*>(reg)); break;
-    case DType::kU8: LoadAs<int32_t, uint8_t>(p, stride, n, static_cast<int32_t*>(reg)); break;
-    case DType::kBool: {
-      const uint8_t* m = reinterpret_cast<const uint8_t*>(p);
-      int32_t* o = static_cast<int32_t*>(reg);
-      for (int64_t i = 0; i < n; ++i) o[i] = m[i * stride] != 0;
-      break;
-    }
-  }
-}
-
-template <typename R, typename M>
-TPU_ISA_CLONES
-void StoreAs(const R* in, int64_t n, char* p, int64_t stride) {
-  M* m = reinterpret_cast<M*>(p);
-  if (stride == 1) for (int64_t i = 0; i < n; ++i) m[i] = static_cast<M>(in[i]);
-  else for (int64_t i = 0; i < n; ++i) m[i * stride] = static_cast<M>(in[i]);
-}
-
-void Store(DType t, const void* reg, int64_t n, char* p, int64_t stride) {
-  switch (t) {
-    case DType::kF32: StoreAs<float, float>(static_cast<const float*>(reg), n, p, stride); break;
-    case DType::kF64: StoreAs<double, double>(static_cast<const double*>(reg), n, p, stride); break;
-    case DType::kBF16: {
-      const float* r = static_cast<const float*>(reg);
-      uint16_t* m = reinterpret_cast<uint16_t*>(p);
-      if (stride == 1) tpu::host::F32ToBf16(r, m, n);  // Highway
-      else for (int64_t i = 0; i < n; ++i) m[i * stride] = F32ToBf16(r[i]);
-      break;
-    }
-    case DType::kF16: {
-      const float* r = static_cast<const float*>(reg);
-      Half* m = reinterpret_cast<Half*>(p);
-      for (int64_t i = 0; i < n; ++i) m[i * stride] = static_cast<Half>(r[i]);
-      break;
-    }
-    case DType::kI64: StoreAs<int64_t, int64_t>(static_cast<const int64_t*>(reg), n, p, stride); break;
-    case DType::kU64: StoreAs<int64_t, uint64_t>(static_cast<const int64_t*>(reg), n, p, stride); break;
-    case DType::kI32: StoreAs<int32_t, int32_t>(static_cast<const int32_t*>(reg), n, p, stride); break;
-    case DType::kU32: StoreAs<int64_t, uint32_t>(static_cast<const int64_t*>(reg), n, p, stride); break;
-    case DType::kI16: StoreAs<int32_t, int16_t>(static_cast<const int32_t*>(reg), n, p, stride); break;
-    case DType::kI8: StoreAs<int32_t, int8_t>(static_cast<const int32_t*>(reg), n, p, stride); break;
-    case DType::kU8: case DType::kBool:
-      StoreAs<int32_t, uint8_t>(static_cast<const int32_t*>(reg), n, p, stride);
-      break;
-  }
-}
-
-// Converts a register between classes.
-template <typename To, typename From>
-TPU_ISA_CLONES
-void ConvertReg(const From* in, To* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
-      // Out-of-range and NaN float->int conversions are undefined in C++; saturate NaN to 0 and
-      // clamp instead of invoking UB.
-      From v = in[i];
-      if (std::isnan(v)) out[i] = 0;
-      else if (v >= static_cast<From>(std::numeric_limits<To>::max())) out[i] = std::numeric_limits<To>::max();
-      else if (v <= static_cast<From>(std::numeric_limits<To>::min())) out[i] = std::numeric_limits<To>::min();
-      else out[i] = static_cast<To>(v);
-    } else {
-      out[i] = static_cast<To>(in[i]);
-    }
-  }
-}
-
-void Convert(Rc from, const void* in, DType to_type, void* out, int64_t n) {
-  Rc to = ClassOf(to_type);
-  auto go = [&](auto* o) {
-    using T = std::remove_pointer_t<decltype(o)>;
-    switch (from) {
-      case Rc::kF32: ConvertReg<T>(static_cast<const float*>(in), o, n); break;
-      case Rc::kF64: ConvertReg<T>(static_cast<const double*>(in), o, n); break;
-      case Rc::kI64: ConvertReg<T>(static_cast<const int64_t*>(in), o, n); break;
-      case Rc::kI32: ConvertReg<T>(static_cast<const int32_t*>(in), o, n); break;
-    }
-  };
-  switch (to) {
-    case Rc::kF32: go(static_cast<float*>(out)); break;
-    case Rc::kF64: go(static_cast<double*>(out)); break;
-    case Rc::kI64: go(static_cast<int64_t*>(out)); break;
-    case Rc::kI32: go(static_cast<int32_t*>(out)); break;
-  }
-  // float->bool is "!= 0", not truncation.
-  if (to_type == DType::kBool && (from == Rc::kF32 || from == Rc::kF64)) {
-    int32_t* o = static_cast<int32_t*>(out);
-    for (int64_t i = 0; i < n; ++i) {
-      double v = from == Rc::kF32 ? static_cast<const float*>(in)[i] : static_cast<const double*>(in)[i];
-      o[i] = v != 0;
-    }
-  }
-  RoundToDType(out, to_type, n);
 }
 
 template <typename T>
@@ -494,100 +278,6 @@ bool RunOp(const Graph& g, const Op& op, const void* const* in, void* out, int64
   return true;
 }
 
-// Merges dimensions that are contiguous for every operand and drops size-1 dims.
-void Coalesce(Dims& dims, SmallVector<Dims*, 8>& strides) {
-  Dims nd;
-  std::vector<Dims> ns(strides.size());
-  for (size_t d = 0; d < dims.size(); ++d) {
-    if (dims[d] == 1) continue;
-    bool merge = !nd.empty();
-    for (size_t k = 0; merge && k < strides.size(); ++k)
-      merge = ns[k].back() == (*strides[k])[d] * dims[d];
-    if (merge) {
-      nd.back() *= dims[d];
-      for (size_t k = 0; k < strides.size(); ++k) ns[k].back() = (*strides[k])[d];
-    } else {
-      nd.push_back(dims[d]);
-      for (size_t k = 0; k < strides.size(); ++k) ns[k].push_back((*strides[k])[d]);
-    }
-  }
-  dims = std::move(nd);
-  for (size_t k = 0; k < strides.size(); ++k) *strides[k] = std::move(ns[k]);
-}
-
-struct Operand {
-  char* base;
-  DType dtype;
-  Dims strides;
-  int elem;
-};
-
-// Iterates a (coalesced) space in tiles of at most `tile` elements, calling
-// fn(offsets_in_elements[], len) per tile.
-template <typename Ops, typename F>
-void ForEachTile(const Dims& dims, const Ops& ops, int64_t tile, F&& fn) {
-  int rank = static_cast<int>(dims.size());
-  int64_t inner = rank ? dims.back() : 1;
-  int64_t outer = 1;
-  for (int d = 0; d + 1 < rank; ++d) outer *= dims[d];
-  int64_t chunks = (inner + tile - 1) / tile;
-  int64_t tiles = outer * chunks;
-  int64_t total = outer * inner;
-  auto body = [&](int64_t b, int64_t e) {
-    SmallVector<int64_t, 16> off(ops.size());
-    for (int64_t t = b; t < e; ++t) {
-      int64_t o = t / chunks, c = t % chunks;
-      int64_t start = c * tile;
-      int64_t len = std::min(tile, inner - start);
-      for (size_t k = 0; k < ops.size(); ++k) {
-        int64_t rem = o, acc = 0;
-        for (int d = rank - 2; d >= 0; --d) {
-          acc += (rem % dims[d]) * ops[k].strides[d];
-          rem /= dims[d];
-        }
-        off[k] = acc + (rank ? start * ops[k].strides[rank - 1] : 0);
-      }
-      fn(off.data(), len);
-    }
-  };
-  if (ThreadPool::Worth(total))
-    ThreadPool::Get().ParallelFor(tiles, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, std::min(tile, inner))), body);
-  else body(0, tiles);
-}
-
-// Iterates a (coalesced) space of rank >= 2 in tiles of up to `rows` whole rows (rows: the
-// second-to-last dim), calling fn(offsets_in_elements_of_the_first_row[], rows_in_tile).
-template <typename Ops, typename F>
-void ForEachRowTile(const Dims& dims, const Ops& ops, int64_t rows, F&& fn) {
-  const int rank = static_cast<int>(dims.size());
-  const int64_t inner = dims[rank - 1], mid = dims[rank - 2];
-  int64_t outer = 1;
-  for (int d = 0; d + 2 < rank; ++d) outer *= dims[d];
-  const int64_t chunks = (mid + rows - 1) / rows, tiles = outer * chunks;
-  auto body = [&](int64_t b, int64_t e) {
-    SmallVector<int64_t, 16> off(ops.size());
-    for (int64_t t = b; t < e; ++t) {
-      int64_t o = t / chunks, r0 = t % chunks * rows;
-      for (size_t k = 0; k < ops.size(); ++k) {
-        int64_t rem = o, acc = 0;
-        for (int d = rank - 3; d >= 0; --d) {
-          acc += (rem % dims[d]) * ops[k].strides[d];
-          rem /= dims[d];
-        }
-        off[k] = acc + r0 * ops[k].strides[rank - 2];
-      }
-      fn(off.data(), std::min(rows, mid - r0));
-    }
-  };
-  if (ThreadPool::Worth(outer * mid * inner))
-    ThreadPool::Get().ParallelFor(tiles, std::max<int64_t>(1, 8192 / (rows * inner)), body);
-  else
-    body(0, tiles);
-}
-
-// Bytes one element takes in a register of its class.
-int RegBytes(DType t) { return ClassOf(t) == Rc::kF64 || ClassOf(t) == Rc::kI64 ? 8 : 4; }
-
 }  // namespace
 
 Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vector<View>& views) {
@@ -682,29 +372,25 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
   // Note [Register-preserving converts]: a convert whose result's register holds the same value
   // (bfloat16 -> float32: the register already holds it as float32) reads its operand's register
   // instead of copying it (a bfloat16 op upcasts each input so: a third of the region's work).
-  // Note [Converts the store rounds]: a float32 -> bfloat16/float16 convert whose value only
-  // leaves the region, through outputs of its own dtype, aliases its operand too: the output's
-  // store rounds to nearest even exactly as the convert would have (rounding twice is rounding
-  // once), so the region skips a copy and a rounding pass per tile.
+  // Note [Converts the store rounds]: a float32 -> bfloat16/float16 convert whose value no op of
+  // the region reads (it only leaves through outputs, which have its dtype) aliases its operand
+  // too: the output's store rounds to nearest even exactly as the convert would have (rounding
+  // twice is rounding once), so the region skips a copy and a rounding pass per tile.
   bool read_in_region[kMaxRegionValues] = {};
   for (int i = 0; i < nops; ++i)
     for (int s : region.operand_slots[i]) read_in_region[s] = true;
-  auto store_rounds = [&](int slot, DType from, DType to) {
-    if (from != DType::kF32 || (to != DType::kBF16 && to != DType::kF16) || read_in_region[slot]) return false;
-    for (int k = 0; k < nout; ++k)
-      if (out_slot[k] == slot && operands[nin + k].dtype != to) return false;
-    return true;
-  };
   int alias_of[kMaxRegionValues];
   for (int i = 0; i < nops; ++i) {
     const Op& op = g.ops[region.ops[i]];
     const bool direct = direct_out >= 0 && nin + i == last_slot;
-    const DType from = op.code == OpCode::kConvert ? g.TypeOf(op.operands[0]).dtype : op.type.dtype;
-    alias_of[nin + i] = !direct && !(composites && region.composite[i] != FusedRegion::Composite::kNone) &&
-                                op.code == OpCode::kConvert &&
-                                (ConvertKeepsRegister(from, op.type.dtype) || store_rounds(nin + i, from, op.type.dtype))
-                            ? region.operand_slots[i][0]
-                            : -1;
+    bool alias = false;
+    if (op.code == OpCode::kConvert && !direct && !(composites && region.composite[i] != FusedRegion::Composite::kNone)) {
+      const DType from = g.TypeOf(op.operands[0]).dtype, to = op.type.dtype;
+      const bool store_rounds =
+          from == DType::kF32 && (to == DType::kBF16 || to == DType::kF16) && !read_in_region[nin + i];
+      alias = ConvertKeepsRegister(from, to) || store_rounds;
+    }
+    alias_of[nin + i] = alias ? region.operand_slots[i][0] : -1;
     bool none = direct || alias_of[nin + i] >= 0 ||
                 (composites && region.composite[i] == FusedRegion::Composite::kCovered);
     store_of[nin + i] = none ? -1 : nstored++;
@@ -810,113 +496,6 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
     ForEachRowTile(dims, operands, tile_rows, [&](const int64_t* off, int64_t m) { run_tile(off, m, m * inner); });
   } else {
     ForEachTile(dims, operands, tile, [&](const int64_t* off, int64_t len) { run_tile(off, 1, len); });
-  }
-  return Status::Ok();
-}
-
-namespace {
-// len elements of `elem` bytes at q (stride in elements), each a copy of value.
-void FillRun(const char* value, int elem, char* q, int64_t len, int64_t stride) {
-  if (stride == 1 && std::all_of(value, value + elem, [&](char c) { return c == value[0]; })) {
-    std::memset(q, value[0], static_cast<size_t>(len * elem));
-    return;
-  }
-  auto fill = [&](auto v) {
-    using T = decltype(v);
-    std::memcpy(&v, value, sizeof(T));
-    T* t = reinterpret_cast<T*>(q);
-    if (stride == 1) std::fill(t, t + len, v);
-    else for (int64_t i = 0; i < len; ++i) t[i * stride] = v;
-  };
-  switch (elem) {
-    case 1: fill(uint8_t{}); break;
-    case 2: fill(uint16_t{}); break;
-    case 4: fill(uint32_t{}); break;
-    default: fill(uint64_t{}); break;
-  }
-}
-}  // namespace
-
-// bytes (a multiple of 4, at most 64) from p to q, which do not overlap: in 16- or 4-byte pieces of
-// fixed size, which the compiler copies in registers.
-inline void CopyWords(const char* p, char* q, int64_t bytes) {
-  int64_t i = 0;
-  for (; i + 16 <= bytes; i += 16) std::memcpy(q + i, p + i, 16);
-  for (; i < bytes; i += 4) std::memcpy(q + i, p + i, 4);
-}
-
-Status CopyView(const View& src, const View& dst) {
-  if (src.dims != dst.dims) return Internal("CopyView shape mismatch");
-  std::vector<Operand> operands;
-  operands.push_back({static_cast<char*>(src.data), src.dtype, src.strides, DTypeSize(src.dtype)});
-  operands.push_back({static_cast<char*>(dst.data), dst.dtype, dst.strides, DTypeSize(dst.dtype)});
-  Dims dims = src.dims;
-  SmallVector<Dims*, 8> sp;
-  sp.push_back(&operands[0].strides);
-  sp.push_back(&operands[1].strides);
-  Coalesce(dims, sp);
-  int rank = static_cast<int>(dims.size());
-  int64_t s0 = rank ? operands[0].strides[rank - 1] : 1, s1 = rank ? operands[1].strides[rank - 1] : 1;
-  bool same = src.dtype == dst.dtype;
-  int elem = DTypeSize(src.dtype);
-  if (same && CopyTransposed(operands[0].base, operands[1].base, elem, dims, operands[0].strides, operands[1].strides))
-    return Status::Ok();
-  // a memmove or a fill needs no storage
-  const int64_t tile = (same && s0 == 1 && s1 == 1) || s0 == 0 ? kMaxTile : kTile;
-  auto copy_run = [&](const char* p, char* q, int64_t len) {  // len <= tile
-    if (same && s0 == 1 && s1 == 1) {
-      std::memmove(q, p, len * elem);
-      return;
-    }
-    alignas(64) char reg[kTile * 8];
-    if (s0 == 0) {  // one value along the run (a broadcast: a scatter's zeros): converted once, filled
-      alignas(64) char reg2[8];
-      char value[8];
-      Load(src.dtype, p, 0, 1, reg);
-      if (ClassOf(src.dtype) == ClassOf(dst.dtype) && !(dst.dtype == DType::kBool && src.dtype != DType::kBool)) {
-        RoundToDType(reg, dst.dtype, 1);
-        Store(dst.dtype, reg, 1, value, 1);
-      } else {
-        Convert(ClassOf(src.dtype), reg, dst.dtype, reg2, 1);
-        Store(dst.dtype, reg2, 1, value, 1);
-      }
-      FillRun(value, operands[1].elem, q, len, s1);
-      return;
-    }
-    alignas(64) char reg2[kTile * 8];
-    Load(src.dtype, p, s0, len, reg);
-    if (ClassOf(src.dtype) == ClassOf(dst.dtype) && !(dst.dtype == DType::kBool && src.dtype != DType::kBool)) {
-      RoundToDType(reg, dst.dtype, len);
-      Store(dst.dtype, reg, len, q, s1);
-    } else {
-      Convert(ClassOf(src.dtype), reg, dst.dtype, reg2, len);
-      Store(dst.dtype, reg2, len, q, s1);
-    }
-  };
-  const int64_t inner = rank ? dims[rank - 1] : 1;
-  if (rank >= 2 && inner < tile) {
-    // Note [Row tiles]: short rows (a concatenate's pieces, a slice's rows) several per tile.
-    const int64_t ps = operands[0].strides[rank - 2], qs = operands[1].strides[rank - 2];
-    const int64_t row_bytes = inner * elem;
-    if (same && s0 == 1 && s1 == 1 && row_bytes % 4 == 0 && row_bytes <= 64) {
-      // Rows of a few words (a batch norm's H x W of 2 x 2 gathered per channel): copied in words,
-      // not through a library call per row.
-      ForEachRowTile(dims, operands, std::max<int64_t>(1, tile / inner), [&](const int64_t* off, int64_t m) {
-        const char* p = operands[0].base + off[0] * elem;
-        char* q = operands[1].base + off[1] * elem;
-        for (int64_t j = 0; j < m; ++j, p += ps * elem, q += qs * elem) CopyWords(p, q, row_bytes);
-      });
-      return Status::Ok();
-    }
-    ForEachRowTile(dims, operands, std::max<int64_t>(1, tile / inner), [&](const int64_t* off, int64_t m) {
-      for (int64_t j = 0; j < m; ++j)
-        copy_run(operands[0].base + (off[0] + j * ps) * elem, operands[1].base + (off[1] + j * qs) * operands[1].elem,
-                 inner);
-    });
-  } else {
-    ForEachTile(dims, operands, tile, [&](const int64_t* off, int64_t len) {
-      copy_run(operands[0].base + off[0] * elem, operands[1].base + off[1] * operands[1].elem, len);
-    });
   }
   return Status::Ok();
 }

@@ -176,19 +176,14 @@ Status RunRows(const RowStep& r, const std::vector<View>& views) {
     case RowKind::kLogSoftmax: return SoftmaxRows(views[r.x], r.dim, true, views[r.out]);
     case RowKind::kSoftmaxBackward: return SoftmaxBackwardRows(views[r.x], views[r.y], r.dim, false, views[r.out]);
     case RowKind::kLogSoftmaxBackward: return SoftmaxBackwardRows(views[r.x], views[r.y], r.dim, true, views[r.out]);
-    case RowKind::kLayerNorm: {
-      const View& e = views[r.eps];
-      if (e.dtype != DType::kF32 || e.NumElements() != 1) return Internal("layer norm rows: eps is not one float");
-      float eps;
-      std::memcpy(&eps, e.data, 4);
-      return LayerNormRows(views[r.x], r.dim, opt(r.weight), opt(r.bias), eps, views[r.out], opt(r.mean), opt(r.rstd));
-    }
+    case RowKind::kLayerNorm:
     case RowKind::kRmsNorm: {
       const View& e = views[r.eps];
-      if (e.dtype != DType::kF32 || e.NumElements() != 1) return Internal("rms norm rows: eps is not one float");
+      if (e.dtype != DType::kF32 || e.NumElements() != 1) return Internal("norm rows: eps is not one float");
       float eps;
       std::memcpy(&eps, e.data, 4);
-      return RmsNormRows(views[r.x], r.dim, opt(r.weight), eps, views[r.out], opt(r.rstd));
+      if (r.kind == RowKind::kRmsNorm) return RmsNormRows(views[r.x], r.dim, opt(r.weight), eps, views[r.out], opt(r.rstd));
+      return LayerNormRows(views[r.x], r.dim, opt(r.weight), opt(r.bias), eps, views[r.out], opt(r.mean), opt(r.rstd));
     }
   }
   return Internal("unknown row step");

@@ -1,5 +1,6 @@
-// Host executor kernels, one file per op family (elementwise.cc, reduce.cc, dot.cc,
-// convolution.cc, reduce_window.cc, data_movement.cc, gather_scatter.cc, rng.cc, check.cc). Each kernel reads
+// Host executor kernels, one file per op family (elementwise.cc, copy.cc, reduce.cc, dot.cc,
+// convolution.cc, reduce_window.cc, data_movement.cc, gather_scatter.cc, rng.cc, check.cc; the
+// tiled loops' register classes in registers.h, their iteration in tiles.h). Each kernel reads
 // strided input views and writes an output view; the executor (executor.cc) decides where values
 // live.
 #pragma once

@@ -413,8 +413,8 @@ void SumFloat(const View& in, const Axes& kept, const Axes& red, bool leading_f3
   bool short_rows = std::is_same_v<M, float> && red.size() == 1 && run.stride == 1 && rsize <= kBlock && pieces == 1;
   // Note [Gathered rows]: an output whose elements lie in short runs (a batch norm's sums over N, H
   // and W of a small H x W: 16 runs of 4 per channel) fed LaneSum a call per run. They are first
-  // copied, each output's elements back to back (the blocked transposing copy), then summed as short
-  // rows: the same positions in the same lanes, so the same bits.
+  // copied, each output's elements back to back (CopyView), then summed as short rows: the same
+  // positions in the same lanes, so the same bits.
   std::vector<float> gathered;
   if (std::is_same_v<M, float> && !short_rows && pieces == 1 && !red.empty() && rsize <= kBlock && run.size < 64 &&
       outputs * rsize <= (int64_t{1} << 20)) {  // (a scratch of at most 4 MiB)
@@ -424,8 +424,9 @@ void SumFloat(const View& in, const Axes& kept, const Axes& red, bool leading_f3
     gathered.resize(static_cast<size_t>(outputs * rsize));
     dst = View{gathered.data(), DType::kF32, src.dims, ContiguousStrides(src.dims)};
     if (CopyView(src, dst).ok()) short_rows = true;
+    else gathered.clear();
   }
-  const bool from_gathered = !gathered.empty() && short_rows;
+  const bool from_gathered = !gathered.empty();
   auto body = [&](int64_t b, int64_t e) {
     if (short_rows) {
       double tot[256];

@@ -347,8 +347,9 @@ Status LayerNormRows(const View& x, int axis, const View* weight, const View* bi
   std::vector<float> wb(2 * std::max<int64_t>(1, n));
   const float* w = weight ? Read(W, 0, wb.data()) : nullptr;
   const float* b = bias ? Read(B, 0, wb.data() + n) : nullptr;
-  const bool grouped = NormGroupRows(n) > 0;
-  const int64_t G = grouped ? NormGroupRows(n) : 1;
+  const int64_t group = NormGroupRows(n);
+  const bool grouped = group > 0;
+  const int64_t G = grouped ? group : 1;
   ForRows(X.rows, n, 3 * G, [&](int64_t r0, int64_t r1, float* buf) {
     float* xbuf = buf;           // input rows converted to float, row k at xbuf + k * n
     float* ybuf = buf + G * n;   // output rows not computed in place

@@ -259,13 +259,13 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(const at::Tensor& gra
   at::ScalarType ct = OpMath(input.scalar_type());
   int g = l.Input(grad_out, ct);
   int x = l.Input(input, ct);
-  int r = b.Reshape(l.Input(rstd, ct), s.outer);
-  int xhat = b.Binary(OpCode::kMultiply, x, Stat(b, r, s));
+  int r = Stat(b, b.Reshape(l.Input(rstd, ct), s.outer), s);  // broadcast to x's shape
+  int xhat = b.Binary(OpCode::kMultiply, x, r);
   if (dx.defined()) {
     int gw = w.defined() ? b.Binary(OpCode::kMultiply, g, Param(b, l.Input(w, ct), s)) : g;
     int c = Stat(b, GroupMean(b, b.Binary(OpCode::kMultiply, gw, xhat), s), s);
     int inner = b.Binary(OpCode::kSubtract, gw, b.Binary(OpCode::kMultiply, xhat, c));
-    l.Output(b.Binary(OpCode::kMultiply, Stat(b, r, s), inner), dx);
+    l.Output(b.Binary(OpCode::kMultiply, r, inner), dx);
   }
   if (dw.defined()) {
     int gx = b.Binary(OpCode::kMultiply, g, xhat);
