@@ -8,6 +8,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+#include "runtime/host/no_contract-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tpu::host {
@@ -209,21 +210,6 @@ void GeluErfBackwardF32(const float* x, const float* dy, float* out, int64_t n) 
     const auto pdf = hn::Mul(hn::Set(d, static_cast<float>(M_2_SQRTPI * M_SQRT1_2 * 0.5)), ex);
     return hn::Mul(g, hn::MulAdd(v, pdf, cdf));
   });
-}
-
-// v unchanged, as a value the compiler cannot see through: a multiply whose product passes through
-// it is not contracted with the add or subtract that reads it into a fused multiply-add (GCC
-// contracts vector arithmetic across statements by default), so a kernel that fuses separate ops
-// gives their bits. Clang contracts only within one source expression (-ffp-contract=on), which
-// Highway's ops are not, and rejects this constraint on its vector types: nothing to do there.
-template <class V>
-HWY_INLINE V Rounded(V v) {
-#if defined(__GNUC__) && !defined(__clang__) && (HWY_ARCH_X86)
-  asm("" : "+v"(v.raw));
-#elif defined(__GNUC__) && !defined(__clang__) && (HWY_ARCH_ARM_A64)
-  asm("" : "+w"(v.raw));
-#endif
-  return v;
 }
 
 // A softmax backward row's last pass, as the separate ops compute it: log: g - exp(y) * s;

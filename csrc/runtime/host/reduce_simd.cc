@@ -7,6 +7,7 @@
 #define HWY_TARGET_INCLUDE "runtime/host/reduce_simd.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "runtime/host/no_contract-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tpu::host {
@@ -29,39 +30,57 @@ void AddF32LanesImpl(const float* x, int64_t groups, float* lanes) {
   }
 }
 
-// Rows of n <= LaneSum::kBlock contiguous floats, row k at rows[k] (cnt <= kSumRowGroup): each
-// row's Note [Float sums] total (one block: lane j sums x[16 g + j] in order, the tail goes to
-// lane 0, the lanes add in order in double), with no per-row call or block bookkeeping. A whole
-// group's lanes are added together, one double vector per lane index: the same additions in the
-// same order per row as a scalar walk over a row's lanes, without that walk's 16-add dependent
-// chain per row.
-void SumF32RowGroupImpl(const float* const* rows, int64_t cnt, int64_t n, double* out) {
-  const hn::CappedTag<float, 16> d;
+// Note [Interleaved lane sums]: the lanes of cnt <= kSumRowGroup rows' Note [Float sums] blocks
+// (n <= LaneSum::kBlock elements a row), into lanes[16 k + l] for lane l of row k. elem(d, k, i)
+// is the vector of row k's elements i.. (i = 16 g + j), tail(k, i) one element past the last
+// whole group (those go to lane 0). A lane's additions are a dependent chain of n / 16 adds in a
+// fixed order, so one row at a time waits on the adder's latency: up to four rows' chains are
+// walked together, the same additions per row.
+template <int R, class D, class Elem>
+HWY_INLINE void RowChains(D d, int64_t k0, int64_t full, const Elem& elem, float* HWY_RESTRICT lanes) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t j = 0; j < 16; j += N) {
+    hn::Vec<D> a[R];
+    for (int r = 0; r < R; ++r) a[r] = hn::Zero(d);
+    for (int64_t i = j; i < full; i += 16)
+      for (int r = 0; r < R; ++r) a[r] = hn::Add(a[r], elem(d, k0 + r, i));
+    for (int r = 0; r < R; ++r) hn::Store(a[r], d, lanes + 16 * (k0 + r) + j);
+  }
+}
+template <class D, class Elem, class Tail>
+HWY_INLINE void RowLanes(D d, int64_t cnt, int64_t n, const Elem& elem, const Tail& tail, float* HWY_RESTRICT lanes) {
+  const int64_t full = n / 16 * 16;
+  int64_t k0 = 0;
+  for (; k0 + 4 <= cnt; k0 += 4) RowChains<4>(d, k0, full, elem, lanes);
+  switch (cnt - k0) {
+    case 3: RowChains<3>(d, k0, full, elem, lanes); break;
+    case 2: RowChains<2>(d, k0, full, elem, lanes); break;
+    case 1: RowChains<1>(d, k0, full, elem, lanes); break;
+    default: break;
+  }
+  for (int64_t k = 0; k < cnt; ++k)
+    for (int64_t i = full; i < n; ++i) lanes[16 * k] += tail(k, i);
+}
+
+// out[k] = row k's lanes added in order in double from 0. A whole group is added together, one
+// double vector per lane index: the same additions per row as a walk over a row's lanes, without
+// that walk's 16-add dependent chain per row.
+HWY_INLINE void LaneTotals(const float* lanes, int64_t cnt, double* out) {
+  constexpr int64_t kRows = kSumRowGroup;
+  if (cnt < kRows) {
+    for (int64_t k = 0; k < cnt; ++k) {
+      double block = 0;
+      for (int l = 0; l < 16; ++l) block += lanes[16 * k + l];
+      out[k] = block;
+    }
+    return;
+  }
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> df;
   const int64_t ND = static_cast<int64_t>(hn::Lanes(dd));
-  constexpr int64_t kRows = kSumRowGroup;
-  const int64_t groups = n / 16, full = groups * 16;
-  HWY_ALIGN float lanes[16];
   HWY_ALIGN float cols[16 * kRows];  // cols[l * kRows + k]: lane l of row k
-  for (int64_t k = 0; k < cnt; ++k) {
-    const float* p = rows[k];
-    for (int64_t j = 0; j < 16; j += N) {
-      auto a = hn::Zero(d);
-      for (int64_t g = 0; g < groups; ++g) a = hn::Add(a, hn::LoadU(d, p + 16 * g + j));
-      hn::Store(a, d, lanes + j);
-    }
-    for (int64_t j = full; j < n; ++j) lanes[0] += p[j];
-    if (cnt < kRows) {  // a partial group: one row at a time
-      double block = 0;
-      for (int l = 0; l < 16; ++l) block += lanes[l];
-      out[k] = block;
-      continue;
-    }
-    for (int l = 0; l < 16; ++l) cols[l * kRows + k] = lanes[l];
-  }
-  if (cnt < kRows) return;
+  for (int64_t k = 0; k < kRows; ++k)
+    for (int l = 0; l < 16; ++l) cols[l * kRows + k] = lanes[16 * k + l];
   for (int64_t k = 0; k < kRows; k += ND) {
     auto acc = hn::Zero(dd);
     for (int l = 0; l < 16; ++l) acc = hn::Add(acc, hn::PromoteTo(dd, hn::Load(df, cols + l * kRows + k)));
@@ -69,93 +88,96 @@ void SumF32RowGroupImpl(const float* const* rows, int64_t cnt, int64_t n, double
   }
 }
 
+// Rows of n <= LaneSum::kBlock contiguous floats, row k at rows[k] (cnt <= kSumRowGroup): each
+// row's Note [Float sums] total.
+void SumF32RowGroupImpl(const float* const* rows, int64_t cnt, int64_t n, double* out) {
+  const hn::CappedTag<float, 16> d;
+  HWY_ALIGN float lanes[16 * kSumRowGroup];
+  RowLanes(
+      d, cnt, n, [&](auto dv, int64_t k, int64_t i) { return hn::LoadU(dv, rows[k] + i); },
+      [&](int64_t k, int64_t i) { return rows[k][i]; }, lanes);
+  LaneTotals(lanes, cnt, out);
+}
+
 // Note [Norm row groups]: layer norm's and RMS norm's forward for a group of cnt <= kSumRowGroup
-// rows of n <= LaneSum::kBlock floats in one call: the operations LayerNormRows / RmsNormRows made
-// as five calls per row (a short row's arithmetic costs less than the calls and the glue between
-// them), in the same order with the same roundings, so the same bits. Each step is its own loop
-// over the row (L1-resident), multiplies and adds never in one expression (no contraction into
-// fused multiply-adds).
-template <class D>
-HWY_INLINE void MulRow(D d, float* y, float s, const float* w, int64_t n) {  // y = y * s (* w)
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const auto vs = hn::Set(d, s);
-  int64_t i = 0;
-  if (w) {
-    for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(d, y + i), vs), hn::LoadU(d, w + i)), d, y + i);
-    for (; i < n; ++i) {
-      float t = y[i] * s;
-      y[i] = t * w[i];
-    }
-  } else {
-    for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, y + i), vs), d, y + i);
-    for (; i < n; ++i) y[i] = y[i] * s;
-  }
-}
-
-void LayerNormGroupF32Impl(const float* const* x, float* const* y, float* sq, int64_t cnt, int64_t n,
-                           const float* w, const float* b, float eps, float* mu, float* rs) {
-  const hn::ScalableTag<float> d;
+// rows of n <= LaneSum::kBlock floats in one call: the operations of their IR chains (a sum, a
+// subtract, a square, a sum, multiplies and an add), in the same order with the same roundings,
+// so the same bits. The squares go straight into their sum's lanes (Note [Interleaved lane sums])
+// and the output is written once: x is read three times (L1/L2-resident for a group) and nothing
+// else is stored. A product that an add reads passes through Rounded() (no fused multiply-add).
+void LayerNormGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, int64_t n, const float* w,
+                           const float* b, float eps, float* mu, float* rs) {
+  const hn::CappedTag<float, 16> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const float fn = static_cast<float>(n);
+  HWY_ALIGN float lanes[16 * kSumRowGroup];
   double sums[kSumRowGroup];
-  const float* sqrows[kSumRowGroup] = {};
-  SumF32RowGroupImpl(x, cnt, n, sums);
+  RowLanes(
+      d, cnt, n, [&](auto dv, int64_t k, int64_t i) { return hn::LoadU(dv, x[k] + i); },
+      [&](int64_t k, int64_t i) { return x[k][i]; }, lanes);
+  LaneTotals(lanes, cnt, sums);
+  for (int64_t k = 0; k < cnt; ++k) mu[k] = static_cast<float>(0.0 + sums[k]) / fn;
+  RowLanes(
+      d, cnt, n,
+      [&](auto dv, int64_t k, int64_t i) {
+        const auto v = hn::Sub(hn::LoadU(dv, x[k] + i), hn::Set(dv, mu[k]));
+        return Rounded(hn::Mul(v, v));
+      },
+      [&](int64_t k, int64_t i) {
+        const float v = x[k][i] - mu[k];
+        return RoundedScalar(v * v);
+      },
+      lanes);
+  LaneTotals(lanes, cnt, sums);
   for (int64_t k = 0; k < cnt; ++k) {
-    const float m = mu[k] = static_cast<float>(0.0 + sums[k]) / fn;
+    const float r = rs[k] = 1.0f / std::sqrt(static_cast<float>(0.0 + sums[k]) / fn + eps);
+    const float m = mu[k];
     const float* xr = x[k];
-    float *yr = y[k], *s = sq + k * n;
-    const auto vm = hn::Set(d, m);
+    float* yr = y[k];
+    const auto vm = hn::Set(d, m), vr = hn::Set(d, r);
     int64_t i = 0;
     for (; i + N <= n; i += N) {
-      const auto v = hn::Sub(hn::LoadU(d, xr + i), vm);
+      auto v = hn::Mul(hn::Sub(hn::LoadU(d, xr + i), vm), vr);
+      if (w) v = hn::Mul(v, hn::LoadU(d, w + i));
+      if (b) v = hn::Add(Rounded(v), hn::LoadU(d, b + i));
       hn::StoreU(v, d, yr + i);
-      hn::StoreU(hn::Mul(v, v), d, s + i);
     }
     for (; i < n; ++i) {
-      const float v = xr[i] - m;
+      float v = (xr[i] - m) * r;
+      if (w) v = v * w[i];
+      if (b) v = RoundedScalar(v) + b[i];
       yr[i] = v;
-      s[i] = v * v;
-    }
-    sqrows[k] = s;
-  }
-  SumF32RowGroupImpl(sqrows, cnt, n, sums);
-  for (int64_t k = 0; k < cnt; ++k) {
-    const float r = rs[k] = 1.0f / std::sqrt(static_cast<float>(0.0 + sums[k]) / fn + eps);
-    float* yr = y[k];
-    MulRow(d, yr, r, w, n);
-    if (b) {
-      int64_t i = 0;
-      for (; i + N <= n; i += N) hn::StoreU(hn::Add(hn::LoadU(d, yr + i), hn::LoadU(d, b + i)), d, yr + i);
-      for (; i < n; ++i) yr[i] = yr[i] + b[i];
     }
   }
 }
 
-void RmsNormGroupF32Impl(const float* const* x, float* const* y, float* sq, int64_t cnt, int64_t n,
-                         const float* w, float eps, float* rs) {
-  const hn::ScalableTag<float> d;
+void RmsNormGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, int64_t n, const float* w,
+                         float eps, float* rs) {
+  const hn::CappedTag<float, 16> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const float fn = static_cast<float>(n);
+  HWY_ALIGN float lanes[16 * kSumRowGroup];
   double sums[kSumRowGroup];
-  const float* sqrows[kSumRowGroup] = {};
-  for (int64_t k = 0; k < cnt; ++k) {
-    const float* xr = x[k];
-    float* s = sq + k * n;
-    int64_t i = 0;
-    for (; i + N <= n; i += N) {
-      const auto v = hn::LoadU(d, xr + i);
-      hn::StoreU(hn::Mul(v, v), d, s + i);
-    }
-    for (; i < n; ++i) s[i] = xr[i] * xr[i];
-    sqrows[k] = s;
-  }
-  SumF32RowGroupImpl(sqrows, cnt, n, sums);
+  RowLanes(
+      d, cnt, n,
+      [&](auto dv, int64_t k, int64_t i) {
+        const auto v = hn::LoadU(dv, x[k] + i);
+        return Rounded(hn::Mul(v, v));
+      },
+      [&](int64_t k, int64_t i) { return RoundedScalar(x[k][i] * x[k][i]); }, lanes);
+  LaneTotals(lanes, cnt, sums);
   for (int64_t k = 0; k < cnt; ++k) {
     const float r = rs[k] = 1.0f / std::sqrt(static_cast<float>(0.0 + sums[k]) / fn + eps);
-    float* yr = y[k];
     const float* xr = x[k];
-    if (yr != xr) std::copy(xr, xr + n, yr);
-    MulRow(d, yr, r, w, n);
+    float* yr = y[k];
+    const auto vr = hn::Set(d, r);
+    int64_t i = 0;
+    for (; i + N <= n; i += N) {
+      auto v = hn::Mul(hn::LoadU(d, xr + i), vr);
+      if (w) v = hn::Mul(v, hn::LoadU(d, w + i));
+      hn::StoreU(v, d, yr + i);
+    }
+    for (; i < n; ++i) yr[i] = w ? xr[i] * r * w[i] : xr[i] * r;
   }
 }
 
@@ -401,13 +423,13 @@ double SumF32Lanes(const float* x, int64_t n) {
   s.Feed(x, n);
   return s.total;
 }
-void LayerNormGroupF32(const float* const* x, float* const* y, float* sq, int64_t cnt, int64_t n, const float* w,
+void LayerNormGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_t n, const float* w,
                        const float* b, float eps, float* mu, float* rs) {
-  HWY_DYNAMIC_DISPATCH(LayerNormGroupF32Impl)(x, y, sq, cnt, n, w, b, eps, mu, rs);
+  HWY_DYNAMIC_DISPATCH(LayerNormGroupF32Impl)(x, y, cnt, n, w, b, eps, mu, rs);
 }
-void RmsNormGroupF32(const float* const* x, float* const* y, float* sq, int64_t cnt, int64_t n, const float* w,
-                     float eps, float* rs) {
-  HWY_DYNAMIC_DISPATCH(RmsNormGroupF32Impl)(x, y, sq, cnt, n, w, eps, rs);
+void RmsNormGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_t n, const float* w, float eps,
+                     float* rs) {
+  HWY_DYNAMIC_DISPATCH(RmsNormGroupF32Impl)(x, y, cnt, n, w, eps, rs);
 }
 void SumF32RowGroup(const float* const* rows, int64_t cnt, int64_t n, double* out) {
   if (n <= LaneSum::kBlock) return HWY_DYNAMIC_DISPATCH(SumF32RowGroupImpl)(rows, cnt, n, out);

@@ -32,12 +32,12 @@ constexpr int64_t kSumRowGroup = 16;
 void SumF32RowGroup(const float* const* rows, int64_t cnt, int64_t n, double* out);
 // Note [Norm row groups] (reduce_simd.cc): cnt <= kSumRowGroup rows of n <= LaneSum::kBlock floats.
 // Layer norm: mu[k] = sum(x[k]) / n, y[k] = (x[k] - mu[k]) * rs[k] (* w) (+ b) with rs[k] =
-// 1 / sqrt(sum((x[k] - mu[k])^2) / n + eps); sq holds cnt * n floats of scratch. y may not alias x.
-void LayerNormGroupF32(const float* const* x, float* const* y, float* sq, int64_t cnt, int64_t n, const float* w,
+// 1 / sqrt(sum((x[k] - mu[k])^2) / n + eps). y may be x.
+void LayerNormGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_t n, const float* w,
                        const float* b, float eps, float* mu, float* rs);
 // RMS norm: y[k] = x[k] * rs[k] (* w), rs[k] = 1 / sqrt(sum(x[k]^2) / n + eps). y may be x.
-void RmsNormGroupF32(const float* const* x, float* const* y, float* sq, int64_t cnt, int64_t n, const float* w,
-                     float eps, float* rs);
+void RmsNormGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_t n, const float* w, float eps,
+                     float* rs);
 // lanes[j] += x[16 g + j] for g < groups, j < 16.
 void AddF32Lanes(const float* x, int64_t groups, float* lanes);
 // acc[j] += x[j] in float, j < n.

@@ -353,7 +353,7 @@ Status LayerNormRows(const View& x, int axis, const View* weight, const View* bi
   ForRows(X.rows, n, 3 * G, [&](int64_t r0, int64_t r1, float* buf) {
     float* xbuf = buf;           // input rows converted to float, row k at xbuf + k * n
     float* ybuf = buf + G * n;   // output rows not computed in place
-    float* sq = buf + 2 * G * n;  // squared deviations
+    float* sq = buf + 2 * G * n;  // squared deviations (rows not in a group)
     const float* rows[kSumRowGroup];
     float* yrows[kSumRowGroup];
     double sums[kSumRowGroup];
@@ -363,7 +363,7 @@ Status LayerNormRows(const View& x, int axis, const View* weight, const View* bi
       if (grouped) {  // Note [Norm row groups]: the whole group in one call
         float mus[kSumRowGroup], rss[kSumRowGroup];
         for (int64_t k = 0; k < cnt; ++k) yrows[k] = Target(Y, g0 + k, ybuf + k * n);
-        LayerNormGroupF32(rows, yrows, sq, cnt, n, w, b, feps, mus, rss);
+        LayerNormGroupF32(rows, yrows, cnt, n, w, b, feps, mus, rss);
         for (int64_t k = 0; k < cnt; ++k) {
           Flush(Y, g0 + k, yrows[k]);
           if (mean) SetScalar(M, g0 + k, mus[k]);
@@ -453,7 +453,7 @@ Status RmsNormRows(const View& x, int axis, const View* weight, double eps, cons
   std::vector<float> wbuf(std::max<int64_t>(1, n));
   const float* w = weight ? Read(W, 0, wbuf.data()) : nullptr;
   if (const int64_t G = NormGroupRows(n); G > 0) {  // Note [Norm row groups]
-    ForRows(X.rows, n, 3 * G, [&](int64_t r0, int64_t r1, float* buf) {
+    ForRows(X.rows, n, 2 * G, [&](int64_t r0, int64_t r1, float* buf) {
       const float* rows[kSumRowGroup];
       float* yrows[kSumRowGroup];
       float rss[kSumRowGroup];
@@ -463,7 +463,7 @@ Status RmsNormRows(const View& x, int axis, const View* weight, double eps, cons
           rows[k] = Read(X, g0 + k, buf + k * n);
           yrows[k] = Target(Y, g0 + k, buf + (G + k) * n);
         }
-        RmsNormGroupF32(rows, yrows, buf + 2 * G * n, cnt, n, w, feps, rss);
+        RmsNormGroupF32(rows, yrows, cnt, n, w, feps, rss);
         for (int64_t k = 0; k < cnt; ++k) {
           Flush(Y, g0 + k, yrows[k]);
           if (rrms) SetScalar(R, g0 + k, rss[k]);

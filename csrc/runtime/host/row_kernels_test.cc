@@ -122,54 +122,58 @@ TEST(RowKernelsTest, LayerNormChainPlannedAsARowStepEqualsTheChain) {
   // reshapes (what native_layer_norm returns). Planned whole it is one row step (Note [Row
   // chains]); with xc and the variance also results the planner keeps the chain (xc alone a result
   // would leave the RMS norm of xc, a row step of its own); both give the same bits.
-  const int64_t A = 6, B = 11, N = 130;
-  std::vector<float> x = Values(A * B * N, 4, 3.0f), w = Values(N, 5), bias = Values(N, 6), eps{1e-5f};
-  std::vector<float> y[2], mean[2], rstd[2], xc_out(A * B * N), var_out(A * B);
-  for (int keep_chain = 0; keep_chain < 2; ++keep_chain) {
-    Builder b;
-    int p = b.Param(T(F, {A, B, N}));
-    int pw = b.Param(T(F, {N}));
-    int pb = b.Param(T(F, {N}));
-    int pe = b.Param(T(F, {}));
-    auto group_mean = [&](int v) {
-      int sum = b.Reduce(v, b.Constant(0.0, F), {2}, ReduceKind::kAdd);
-      return b.Binary(OpCode::kDivide, sum, b.ScalarLike(static_cast<double>(N), sum));
-    };
-    int mu = group_mean(p);
-    int xc = b.Binary(OpCode::kSubtract, p, b.BroadcastInDim(mu, {A, B, N}, {0, 1}));
-    int var = group_mean(b.Binary(OpCode::kMultiply, xc, xc));
-    int r = b.Unary(OpCode::kRsqrt, b.Binary(OpCode::kAdd, var, b.BroadcastTo(pe, {A, B})));
-    int out = b.Binary(OpCode::kMultiply, xc, b.BroadcastInDim(r, {A, B, N}, {0, 1}));
-    out = b.Binary(OpCode::kMultiply, out, b.BroadcastInDim(pw, {A, B, N}, {2}));
-    out = b.Binary(OpCode::kAdd, out, b.BroadcastInDim(pb, {A, B, N}, {2}));
-    b.Result(out);
-    b.Result(b.Reshape(mu, {A, B, 1}));
-    b.Result(b.Reshape(r, {A, B, 1}));
-    if (keep_chain) b.Result(xc), b.Result(var);
-    y[keep_chain].resize(A * B * N);
-    mean[keep_chain].resize(A * B);
-    rstd[keep_chain].resize(A * B);
-    auto params = Bindings(Bind(x, F, {A, B, N}), Bind(w, F, {N}), Bind(bias, F, {N}), Bind(eps, F, {}));
-    Status st = keep_chain ? RunWithRowSteps(b, 0, std::move(params), Bindings(Bind(y[1], F, {A, B, N}), Bind(mean[1], F, {A, B, 1}),
-                                                            Bind(rstd[1], F, {A, B, 1}), Bind(xc_out, F, {A, B, N}),
-                                                            Bind(var_out, F, {A, B})))
-                           : RunWithRowSteps(b, 1, std::move(params), Bindings(Bind(y[0], F, {A, B, N}), Bind(mean[0], F, {A, B, 1}),
-                                                            Bind(rstd[0], F, {A, B, 1})));
-    ASSERT_TRUE(st.ok()) << st.ToString();
-  }
-  for (size_t i = 0; i < y[0].size(); ++i) ASSERT_EQ(y[0][i], y[1][i]) << i;
-  EXPECT_EQ(mean[0], mean[1]);
-  EXPECT_EQ(rstd[0], rstd[1]);
-  // and against float64
-  for (int64_t row = 0; row < A * B; ++row) {
-    double m = 0, v = 0;
-    for (int64_t j = 0; j < N; ++j) m += x[row * N + j];
-    m /= N;
-    for (int64_t j = 0; j < N; ++j) v += (x[row * N + j] - m) * (x[row * N + j] - m);
-    double rs = 1 / std::sqrt(v / N + 1e-5);
-    ASSERT_NEAR(mean[0][row], m, 1e-6);
-    for (int64_t j = 0; j < N; ++j)
-      ASSERT_NEAR(y[0][row * N + j], (x[row * N + j] - m) * rs * w[j] + bias[j], 2e-5) << row << "," << j;
+  // Rows shorter than a lane group, of groups of 16 rows, and of 2 rows (Note [Norm row groups]).
+  for (const int64_t N : {int64_t{7}, int64_t{130}, int64_t{1024}}) {
+    const int64_t A = 6, B = 11;
+    std::vector<float> x = Values(A * B * N, 4, 3.0f), w = Values(N, 5), bias = Values(N, 6), eps{1e-5f};
+    std::vector<float> y[2], mean[2], rstd[2], xc_out(A * B * N), var_out(A * B);
+    for (int keep_chain = 0; keep_chain < 2; ++keep_chain) {
+      Builder b;
+      int p = b.Param(T(F, {A, B, N}));
+      int pw = b.Param(T(F, {N}));
+      int pb = b.Param(T(F, {N}));
+      int pe = b.Param(T(F, {}));
+      auto group_mean = [&](int v) {
+        int sum = b.Reduce(v, b.Constant(0.0, F), {2}, ReduceKind::kAdd);
+        return b.Binary(OpCode::kDivide, sum, b.ScalarLike(static_cast<double>(N), sum));
+      };
+      int mu = group_mean(p);
+      int xc = b.Binary(OpCode::kSubtract, p, b.BroadcastInDim(mu, {A, B, N}, {0, 1}));
+      int var = group_mean(b.Binary(OpCode::kMultiply, xc, xc));
+      int r = b.Unary(OpCode::kRsqrt, b.Binary(OpCode::kAdd, var, b.BroadcastTo(pe, {A, B})));
+      int out = b.Binary(OpCode::kMultiply, xc, b.BroadcastInDim(r, {A, B, N}, {0, 1}));
+      out = b.Binary(OpCode::kMultiply, out, b.BroadcastInDim(pw, {A, B, N}, {2}));
+      out = b.Binary(OpCode::kAdd, out, b.BroadcastInDim(pb, {A, B, N}, {2}));
+      b.Result(out);
+      b.Result(b.Reshape(mu, {A, B, 1}));
+      b.Result(b.Reshape(r, {A, B, 1}));
+      if (keep_chain) b.Result(xc), b.Result(var);
+      y[keep_chain].resize(A * B * N);
+      mean[keep_chain].resize(A * B);
+      rstd[keep_chain].resize(A * B);
+      auto params = Bindings(Bind(x, F, {A, B, N}), Bind(w, F, {N}), Bind(bias, F, {N}), Bind(eps, F, {}));
+      Status st = keep_chain ? RunWithRowSteps(b, 0, std::move(params), Bindings(Bind(y[1], F, {A, B, N}), Bind(mean[1], F, {A, B, 1}),
+                                                              Bind(rstd[1], F, {A, B, 1}), Bind(xc_out, F, {A, B, N}),
+                                                              Bind(var_out, F, {A, B})))
+                             : RunWithRowSteps(b, 1, std::move(params), Bindings(Bind(y[0], F, {A, B, N}), Bind(mean[0], F, {A, B, 1}),
+                                                              Bind(rstd[0], F, {A, B, 1})));
+      ASSERT_TRUE(st.ok()) << st.ToString();
+    }
+    for (size_t i = 0; i < y[0].size(); ++i) ASSERT_EQ(y[0][i], y[1][i]) << i;
+    EXPECT_EQ(mean[0], mean[1]);
+    EXPECT_EQ(rstd[0], rstd[1]);
+    // and against float64
+    for (int64_t row = 0; row < A * B; ++row) {
+      double m = 0, v = 0;
+      for (int64_t j = 0; j < N; ++j) m += x[row * N + j];
+      m /= N;
+      for (int64_t j = 0; j < N; ++j) v += (x[row * N + j] - m) * (x[row * N + j] - m);
+      double rs = 1 / std::sqrt(v / N + 1e-5);
+      ASSERT_NEAR(mean[0][row], m, 1e-6);
+      for (int64_t j = 0; j < N; ++j)
+        ASSERT_NEAR(y[0][row * N + j], (x[row * N + j] - m) * rs * w[j] + bias[j], 2e-5) << row << "," << j;
+    }
+
   }
 }
 
@@ -178,7 +182,7 @@ TEST(RowKernelsTest, RmsNormChainPlannedAsARowStepEqualsTheChain) {
   // the keepdim form models write by hand (weight * (x * rsqrt(mean(x^2, keepdim) + eps))); rows
   // short enough to go in groups (Note [Norm row groups]) and longer ones. Planned whole it is one
   // row step; with the squares also a result the planner keeps the chain; both give the same bits.
-  for (const int64_t N : {int64_t{130}, int64_t{300}})
+  for (const int64_t N : {int64_t{7}, int64_t{130}, int64_t{300}, int64_t{1024}})
   for (const bool keepdim : {false, true}) {
     const int64_t A = 5, B = 7;
     std::vector<float> x = Values(A * B * N, 4, 3.0f), w = Values(N, 5), eps{1e-5f};
