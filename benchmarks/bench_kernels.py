@@ -11,7 +11,12 @@ its own process, pinned to the same --threads CPUs, and the two take turns loop 
 from other processes hits both alike; the table shows medians), with a pause of --settle-ms between
 turns: a thread pool that just finished a loop keeps spinning for a while (PyTorch's OpenMP threads
 for milliseconds), and in one process, or without the pause, that spinning would take CPU time from
-the other side's next loop. PyTorch and the host executor run with the same thread count
+the other side's next loop. Each timed loop follows an untimed third of a loop of the same op: on
+this VM, single-threaded code that starts after a pause of 10 ms or more runs up to 2x slower for
+its first few milliseconds (PyTorch and the host executor alike), and a loop timed from a cold
+start would time that ramp rather than the op. (With 2 threads the host executor also stays slow
+for longer after such a pause, up to 2x for tens of milliseconds; that is the runtime's, and it
+shows in the tpu column.) PyTorch and the host executor run with the same thread count
 (torch.set_num_threads and TORCH_TPU_NUM_THREADS).
 
 bandwidth: the machine's copy bandwidth, measured as a 256 MiB torch.Tensor.copy_ on the CPU
@@ -298,7 +303,8 @@ def worker(device: str, threads: int, conn) -> None:
             t = time_loop(fn, device, 2)
             after = torch_tpu.metrics.fallback_ops()
             conn.send((t, sorted(k for k, v in after.items() if v != before.get(k, 0))))
-        else:  # "loop"
+        else:  # "loop": a third of it untimed first (after the pause the CPU runs slow; see above)
+            time_loop(fn, device, max(1, arg // 3))
             conn.send(time_loop(fn, device, arg))
 
 
