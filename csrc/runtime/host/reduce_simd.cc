@@ -39,12 +39,19 @@ void AddF32LanesImpl(const float* x, int64_t groups, float* lanes) {
 template <int R, class D, class Elem>
 HWY_INLINE void RowChains(D d, int64_t k0, int64_t full, const Elem& elem, float* HWY_RESTRICT lanes) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  // (Four named accumulators, not an array: SVE's vector types are sizeless.)
   for (int64_t j = 0; j < 16; j += N) {
-    hn::Vec<D> a[R];
-    for (int r = 0; r < R; ++r) a[r] = hn::Zero(d);
-    for (int64_t i = j; i < full; i += 16)
-      for (int r = 0; r < R; ++r) a[r] = hn::Add(a[r], elem(d, k0 + r, i));
-    for (int r = 0; r < R; ++r) hn::Store(a[r], d, lanes + 16 * (k0 + r) + j);
+    auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+    for (int64_t i = j; i < full; i += 16) {
+      a0 = hn::Add(a0, elem(d, k0, i));
+      if constexpr (R > 1) a1 = hn::Add(a1, elem(d, k0 + 1, i));
+      if constexpr (R > 2) a2 = hn::Add(a2, elem(d, k0 + 2, i));
+      if constexpr (R > 3) a3 = hn::Add(a3, elem(d, k0 + 3, i));
+    }
+    hn::Store(a0, d, lanes + 16 * k0 + j);
+    if constexpr (R > 1) hn::Store(a1, d, lanes + 16 * (k0 + 1) + j);
+    if constexpr (R > 2) hn::Store(a2, d, lanes + 16 * (k0 + 2) + j);
+    if constexpr (R > 3) hn::Store(a3, d, lanes + 16 * (k0 + 3) + j);
   }
 }
 template <class D, class Elem, class Tail>
