@@ -14,8 +14,12 @@ load from other processes falls on all of them alike. PyTorch CPU (eager and Ind
 peer process of its own (benchmarks/_peer.py), and each configuration's turn is followed by a
 pause of --settle-ms: a thread pool that just finished keeps spinning for a while (PyTorch's OpenMP
 threads for milliseconds), and in one process, or without the pause, that spinning takes CPU time
-from the next configuration's step. A turn is two steps, the second timed: the first wakes the
-threads the pause put to sleep, as back-to-back training steps find them awake. ratio = CPU time / tpu time (above 1: the
+from the next configuration's step. A turn ends in the timed step; before it, untimed steps
+(at least one, and at least --rewarm-ms of them) bring the side back to the speed of back-to-back
+training steps: after a pause of 10 ms or more this VM runs code slower for its first milliseconds,
+and the host executor's two threads take tens of milliseconds to recover (resnet18 inference
+strict, steps back to back: 2.2-2.3 ms; each after a 30 ms pause: 4.4-4.9 ms; PyTorch CPU 3.5 and
+5.7 ms) -- one warm step was not enough for the short steps. ratio = CPU time / tpu time (above 1: the
 device is faster). The tpu figures are host-executor measurements: its compiled programs run on
 this machine's CPU. `--pjrt MODES` adds columns for the same models on the pjrt backend (XLA's
 CPU plugin unless TORCH_TPU_PJRT_PLUGIN names another), run in a peer process that takes its turn
@@ -208,7 +212,7 @@ def remote_finish() -> dict:
 
 
 def run_case(case: Case, modes: list[str], warmup: int, steps: int, peer=None, cpu_peer=None,
-             settle: float = 0.0) -> tuple[dict[str, float], dict[str, int]]:
+             settle: float = 0.0, rewarm: float = 0.0) -> tuple[dict[str, float], dict[str, int]]:
     """Median seconds per step in each mode ("pjrt:<mode>": that mode on the pjrt peer; "cpu" and
     "inductor" on `cpu_peer` when given). The modes take turns step by step, so that a load from
     other processes on the machine falls on all of them alike."""
@@ -228,7 +232,13 @@ def run_case(case: Case, modes: list[str], warmup: int, steps: int, peer=None, c
     for i in range(warmup + steps):
         for mode in modes:
             if i >= warmup and settle > 0:
-                fns[mode]()  # after the pause: a step that wakes the side's threads, untimed
+                # after the pause: untimed steps (at least one, `rewarm` seconds of them) that
+                # bring the side back to the speed of back-to-back steps
+                spent = 0.0
+                while True:
+                    spent += fns[mode]()
+                    if spent >= rewarm:
+                        break
             t = fns[mode]()
             time.sleep(settle)
             if i >= warmup:  # the warm-up steps compile the device's programs
@@ -254,6 +264,8 @@ def main() -> None:
     p.add_argument("--inductor", action="store_true", help="also time torch.compile (Inductor) on the CPU")
     p.add_argument("--pjrt", default="", help="tpu eager modes to time on the pjrt backend too (e.g. strict,fused)")
     p.add_argument("--settle-ms", type=float, default=20.0, help="pause after every step")
+    p.add_argument("--rewarm-ms", type=float, default=30.0,
+                   help="untimed steps after each pause, at least one and this many milliseconds of them")
     p.add_argument("--same-process", action="store_true",
                    help="run PyTorch CPU in this process too (its idle threads then spin into the device's steps)")
     args = p.parse_args()
@@ -302,7 +314,8 @@ def main() -> None:
     print(header + "\n" + "-" * len(header), flush=True)
     for case in cases:
         try:
-            t, fallbacks = run_case(case, modes, args.warmup, args.steps, peer, cpu_peer, args.settle_ms * 1e-3)
+            t, fallbacks = run_case(case, modes, args.warmup, args.steps, peer, cpu_peer, args.settle_ms * 1e-3,
+                                     args.rewarm_ms * 1e-3)
         except ImportError as e:  # hf_llama without transformers
             print(f"{case.name:<10} {case.what:<6} skipped: {e}")
             continue
