@@ -250,22 +250,17 @@ bool UnaryF32(int code_int, const float* a, float* out, int64_t n) {
 // r[i] = r[0] for i < n (a broadcast operand's value spread over a tile): whole vectors from r
 // itself (tiles are 64-byte aligned: a store from r + 1 would cross a cache line every time),
 // where the compiler's fill of the baseline build stored 16 bytes at a time.
-void SplatU32(uint32_t* r, int64_t n) {
-  const hn::ScalableTag<uint32_t> d;
+template <typename T>
+HWY_INLINE void Splat(T* r, int64_t n) {
+  const hn::ScalableTag<T> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const auto v = hn::Set(d, r[0]);
   int64_t i = 0;
   for (; i + N <= n; i += N) hn::StoreU(v, d, r + i);
   for (; i < n; ++i) r[i] = hn::GetLane(v);
 }
-void SplatU64(uint64_t* r, int64_t n) {
-  const hn::ScalableTag<uint64_t> d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const auto v = hn::Set(d, r[0]);
-  int64_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(v, d, r + i);
-  for (; i < n; ++i) r[i] = hn::GetLane(v);
-}
+void SplatU32(uint32_t* r, int64_t n) { Splat(r, n); }
+void SplatU64(uint64_t* r, int64_t n) { Splat(r, n); }
 
 void ShiftExpF32(const float* x, float m, float* s, float* e, int64_t n) {
   const hn::ScalableTag<float> d;
