@@ -95,6 +95,29 @@ HWY_INLINE void LaneTotals(const float* lanes, int64_t cnt, double* out) {
   }
 }
 
+// sums[k] = row k's Note [Float sums] total for rows of any length: block by block of
+// LaneSum::kBlock, each block's lanes by RowLanes and added in double (LaneTotals), the blocks'
+// totals added in order in double from 0, as LaneSum does.
+template <class D, class Elem, class Tail>
+HWY_INLINE void RowSums(D d, int64_t cnt, int64_t n, const Elem& elem, const Tail& tail, float* HWY_RESTRICT lanes,
+                        double* sums) {
+  if (n <= LaneSum::kBlock) {
+    RowLanes(d, cnt, n, elem, tail, lanes);
+    LaneTotals(lanes, cnt, sums);
+    return;
+  }
+  double block[kSumRowGroup];
+  for (int64_t k = 0; k < cnt; ++k) sums[k] = 0;
+  for (int64_t b0 = 0; b0 < n; b0 += LaneSum::kBlock) {
+    const int64_t len = std::min<int64_t>(LaneSum::kBlock, n - b0);
+    RowLanes(
+        d, cnt, len, [&](auto dv, int64_t k, int64_t i) { return elem(dv, k, b0 + i); },
+        [&](int64_t k, int64_t i) { return tail(k, b0 + i); }, lanes);
+    LaneTotals(lanes, cnt, block);
+    for (int64_t k = 0; k < cnt; ++k) sums[k] += block[k];
+  }
+}
+
 // Rows of n <= LaneSum::kBlock contiguous floats, row k at rows[k] (cnt <= kSumRowGroup): each
 // row's Note [Float sums] total.
 void SumF32RowGroupImpl(const float* const* rows, int64_t cnt, int64_t n, double* out) {
@@ -107,7 +130,7 @@ void SumF32RowGroupImpl(const float* const* rows, int64_t cnt, int64_t n, double
 }
 
 // Note [Norm row groups]: layer norm's and RMS norm's forward for a group of cnt <= kSumRowGroup
-// rows of n <= LaneSum::kBlock floats in one call: the operations of their IR chains (a sum, a
+// rows of n floats in one call (rows longer than a lane block summed block by block, RowSums): the operations of their IR chains (a sum, a
 // subtract, a square, a sum, multiplies and an add), in the same order with the same roundings,
 // so the same bits. The squares go straight into their sum's lanes (Note [Interleaved lane sums])
 // and the output is written once: x is read three times (L1/L2-resident for a group) and nothing
@@ -119,12 +142,11 @@ void LayerNormGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, 
   const float fn = static_cast<float>(n);
   HWY_ALIGN float lanes[16 * kSumRowGroup];
   double sums[kSumRowGroup];
-  RowLanes(
+  RowSums(
       d, cnt, n, [&](auto dv, int64_t k, int64_t i) { return hn::LoadU(dv, x[k] + i); },
-      [&](int64_t k, int64_t i) { return x[k][i]; }, lanes);
-  LaneTotals(lanes, cnt, sums);
+      [&](int64_t k, int64_t i) { return x[k][i]; }, lanes, sums);
   for (int64_t k = 0; k < cnt; ++k) mu[k] = static_cast<float>(0.0 + sums[k]) / fn;
-  RowLanes(
+  RowSums(
       d, cnt, n,
       [&](auto dv, int64_t k, int64_t i) {
         const auto v = hn::Sub(hn::LoadU(dv, x[k] + i), hn::Set(dv, mu[k]));
@@ -134,8 +156,7 @@ void LayerNormGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, 
         const float v = x[k][i] - mu[k];
         return RoundedScalar(v * v);
       },
-      lanes);
-  LaneTotals(lanes, cnt, sums);
+      lanes, sums);
   for (int64_t k = 0; k < cnt; ++k) {
     const float r = rs[k] = 1.0f / std::sqrt(static_cast<float>(0.0 + sums[k]) / fn + eps);
     const float m = mu[k];
@@ -165,14 +186,13 @@ void RmsNormGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, in
   const float fn = static_cast<float>(n);
   HWY_ALIGN float lanes[16 * kSumRowGroup];
   double sums[kSumRowGroup];
-  RowLanes(
+  RowSums(
       d, cnt, n,
       [&](auto dv, int64_t k, int64_t i) {
         const auto v = hn::LoadU(dv, x[k] + i);
         return Rounded(hn::Mul(v, v));
       },
-      [&](int64_t k, int64_t i) { return RoundedScalar(x[k][i] * x[k][i]); }, lanes);
-  LaneTotals(lanes, cnt, sums);
+      [&](int64_t k, int64_t i) { return RoundedScalar(x[k][i] * x[k][i]); }, lanes, sums);
   for (int64_t k = 0; k < cnt; ++k) {
     const float r = rs[k] = 1.0f / std::sqrt(static_cast<float>(0.0 + sums[k]) / fn + eps);
     const float* xr = x[k];

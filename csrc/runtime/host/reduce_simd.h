@@ -30,7 +30,7 @@ void SumF32Rows(const float* x, int64_t rows, int64_t n, int64_t stride, double*
 // whole groups (their lanes are combined together).
 constexpr int64_t kSumRowGroup = 16;
 void SumF32RowGroup(const float* const* rows, int64_t cnt, int64_t n, double* out);
-// Note [Norm row groups] (reduce_simd.cc): cnt <= kSumRowGroup rows of n <= LaneSum::kBlock floats.
+// Note [Norm row groups] (reduce_simd.cc): cnt <= kSumRowGroup rows of n floats.
 // Layer norm: mu[k] = sum(x[k]) / n, y[k] = (x[k] - mu[k]) * rs[k] (* w) (+ b) with rs[k] =
 // 1 / sqrt(sum((x[k] - mu[k])^2) / n + eps). y may be x.
 void LayerNormGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_t n, const float* w,

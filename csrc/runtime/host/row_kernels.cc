@@ -162,11 +162,12 @@ float Log(float z) {
 // and a group's scratch would leave L1).
 int64_t GroupRows(int64_t n) { return n <= 256 ? kSumRowGroup : 1; }
 
-// Note [Norm row groups] (reduce_simd.cc): rows up to one lane block take the norms' group
-// kernels, kSumRowGroup at a time up to 256 and 2048 / n at a time above (a group's buffers stay
-// near 8 KiB a row set); 0 for longer rows.
+// Note [Norm row groups] (reduce_simd.cc): rows take the norms' group kernels, kSumRowGroup at a
+// time up to 256 and 2048 / n at a time above (a group's buffers stay near 8 KiB a row set); rows
+// longer than a lane block two at a time up to 4096, then one (their sums' four chains then run
+// over two rows' blocks, or one).
 int64_t NormGroupRows(int64_t n) {
-  if (n > LaneSum::kBlock) return 0;
+  if (n > LaneSum::kBlock) return n <= 2 * LaneSum::kBlock ? 2 : 1;
   return n <= 256 ? GroupRows(n) : std::max<int64_t>(1, std::min<int64_t>(kSumRowGroup, 2048 / n));
 }
 
@@ -343,53 +344,28 @@ Status LayerNormRows(const View& x, int axis, const View* weight, const View* bi
   if (mean) TPU_RETURN_IF_ERROR(PerRow(*mean, x, axis, rank, &M, "mean"));
   if (rstd) TPU_RETURN_IF_ERROR(PerRow(*rstd, x, axis, rank, &R, "rstd"));
   const int64_t n = X.n;
-  const float fn = static_cast<float>(n), feps = static_cast<float>(eps);
+  const float feps = static_cast<float>(eps);
   std::vector<float> wb(2 * std::max<int64_t>(1, n));
   const float* w = weight ? Read(W, 0, wb.data()) : nullptr;
   const float* b = bias ? Read(B, 0, wb.data() + n) : nullptr;
-  const int64_t group = NormGroupRows(n);
-  const bool grouped = group > 0;
-  const int64_t G = grouped ? group : 1;
-  ForRows(X.rows, n, 3 * G, [&](int64_t r0, int64_t r1, float* buf) {
+  const int64_t G = NormGroupRows(n);  // Note [Norm row groups]
+  ForRows(X.rows, n, 2 * G, [&](int64_t r0, int64_t r1, float* buf) {
     float* xbuf = buf;           // input rows converted to float, row k at xbuf + k * n
     float* ybuf = buf + G * n;   // output rows not computed in place
-    float* sq = buf + 2 * G * n;  // squared deviations (rows not in a group)
     const float* rows[kSumRowGroup];
     float* yrows[kSumRowGroup];
-    double sums[kSumRowGroup];
+    float mus[kSumRowGroup], rss[kSumRowGroup];
     for (int64_t g0 = r0; g0 < r1; g0 += G) {
       const int64_t cnt = std::min(G, r1 - g0);
-      for (int64_t k = 0; k < cnt; ++k) rows[k] = Read(X, g0 + k, xbuf + k * n);
-      if (grouped) {  // Note [Norm row groups]: the whole group in one call
-        float mus[kSumRowGroup], rss[kSumRowGroup];
-        for (int64_t k = 0; k < cnt; ++k) yrows[k] = Target(Y, g0 + k, ybuf + k * n);
-        LayerNormGroupF32(rows, yrows, cnt, n, w, b, feps, mus, rss);
-        for (int64_t k = 0; k < cnt; ++k) {
-          Flush(Y, g0 + k, yrows[k]);
-          if (mean) SetScalar(M, g0 + k, mus[k]);
-          if (rstd) SetScalar(R, g0 + k, rss[k]);
-        }
-        continue;
-      }
-      SumF32RowGroup(rows, cnt, n, sums);
-      float mu[kSumRowGroup];
       for (int64_t k = 0; k < cnt; ++k) {
-        mu[k] = Rounded(sums[k]) / fn;
-        float* yr = yrows[k] = Target(Y, g0 + k, ybuf + k * n);
-        ScalarF32Simd(OpCode::kSubtract, rows[k], mu[k], yr, n);
-        BinaryF32Simd(OpCode::kMultiply, yr, yr, sq + k * n, n);
-        rows[k] = sq + k * n;
+        rows[k] = Read(X, g0 + k, xbuf + k * n);
+        yrows[k] = Target(Y, g0 + k, ybuf + k * n);
       }
-      SumF32RowGroup(rows, cnt, n, sums);
+      LayerNormGroupF32(rows, yrows, cnt, n, w, b, feps, mus, rss);
       for (int64_t k = 0; k < cnt; ++k) {
-        float* yr = yrows[k];
-        float rs = 1.0f / std::sqrt(Rounded(sums[k]) / fn + feps);
-        ScalarF32Simd(OpCode::kMultiply, yr, rs, yr, n);
-        if (w) BinaryF32Simd(OpCode::kMultiply, yr, w, yr, n);
-        if (b) BinaryF32Simd(OpCode::kAdd, yr, b, yr, n);
-        Flush(Y, g0 + k, yr);
-        if (mean) SetScalar(M, g0 + k, mu[k]);
-        if (rstd) SetScalar(R, g0 + k, rs);
+        Flush(Y, g0 + k, yrows[k]);
+        if (mean) SetScalar(M, g0 + k, mus[k]);
+        if (rstd) SetScalar(R, g0 + k, rss[k]);
       }
     }
   });
@@ -449,40 +425,25 @@ Status RmsNormRows(const View& x, int axis, const View* weight, double eps, cons
   if (weight) TPU_RETURN_IF_ERROR(RowShaped(*weight, x, axis, rank, &W, "weight"));
   if (rrms) TPU_RETURN_IF_ERROR(PerRow(*rrms, x, axis, rank, &R, "rrms"));
   const int64_t n = X.n;
-  const float fn = static_cast<float>(n), feps = static_cast<float>(eps);
+  const float feps = static_cast<float>(eps);
   std::vector<float> wbuf(std::max<int64_t>(1, n));
   const float* w = weight ? Read(W, 0, wbuf.data()) : nullptr;
-  if (const int64_t G = NormGroupRows(n); G > 0) {  // Note [Norm row groups]
-    ForRows(X.rows, n, 2 * G, [&](int64_t r0, int64_t r1, float* buf) {
-      const float* rows[kSumRowGroup];
-      float* yrows[kSumRowGroup];
-      float rss[kSumRowGroup];
-      for (int64_t g0 = r0; g0 < r1; g0 += G) {
-        const int64_t cnt = std::min(G, r1 - g0);
-        for (int64_t k = 0; k < cnt; ++k) {
-          rows[k] = Read(X, g0 + k, buf + k * n);
-          yrows[k] = Target(Y, g0 + k, buf + (G + k) * n);
-        }
-        RmsNormGroupF32(rows, yrows, cnt, n, w, feps, rss);
-        for (int64_t k = 0; k < cnt; ++k) {
-          Flush(Y, g0 + k, yrows[k]);
-          if (rrms) SetScalar(R, g0 + k, rss[k]);
-        }
+  const int64_t G = NormGroupRows(n);  // Note [Norm row groups]
+  ForRows(X.rows, n, 2 * G, [&](int64_t r0, int64_t r1, float* buf) {
+    const float* rows[kSumRowGroup];
+    float* yrows[kSumRowGroup];
+    float rss[kSumRowGroup];
+    for (int64_t g0 = r0; g0 < r1; g0 += G) {
+      const int64_t cnt = std::min(G, r1 - g0);
+      for (int64_t k = 0; k < cnt; ++k) {
+        rows[k] = Read(X, g0 + k, buf + k * n);
+        yrows[k] = Target(Y, g0 + k, buf + (G + k) * n);
       }
-    });
-    return Status::Ok();
-  }
-  ForRows(X.rows, n, 3, [&](int64_t r0, int64_t r1, float* buf) {
-    float* sq = buf + 2 * n;
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* xr = Read(X, r, buf);
-      for (int64_t j = 0; j < n; ++j) sq[j] = xr[j] * xr[j];
-      float rs = 1.0f / std::sqrt(Sum(sq, n) / fn + feps);
-      float* yr = Target(Y, r, buf + n);
-      for (int64_t j = 0; j < n; ++j) yr[j] = xr[j] * rs;
-      if (w) for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] * w[j];
-      Flush(Y, r, yr);
-      if (rrms) SetScalar(R, r, rs);
+      RmsNormGroupF32(rows, yrows, cnt, n, w, feps, rss);
+      for (int64_t k = 0; k < cnt; ++k) {
+        Flush(Y, g0 + k, yrows[k]);
+        if (rrms) SetScalar(R, g0 + k, rss[k]);
+      }
     }
   });
   return Status::Ok();

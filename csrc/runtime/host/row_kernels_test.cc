@@ -122,8 +122,9 @@ TEST(RowKernelsTest, LayerNormChainPlannedAsARowStepEqualsTheChain) {
   // reshapes (what native_layer_norm returns). Planned whole it is one row step (Note [Row
   // chains]); with xc and the variance also results the planner keeps the chain (xc alone a result
   // would leave the RMS norm of xc, a row step of its own); both give the same bits.
-  // Rows shorter than a lane group, of groups of 16 rows, and of 2 rows (Note [Norm row groups]).
-  for (const int64_t N : {int64_t{7}, int64_t{130}, int64_t{1024}}) {
+  // Rows shorter than a lane group, in groups of 16 rows and of 2 rows, and longer than a lane
+  // block (summed block by block; 2 rows and 1 row at a time) (Note [Norm row groups]).
+  for (const int64_t N : {int64_t{7}, int64_t{130}, int64_t{1024}, int64_t{3000}, int64_t{4100}}) {
     const int64_t A = 6, B = 11;
     std::vector<float> x = Values(A * B * N, 4, 3.0f), w = Values(N, 5), bias = Values(N, 6), eps{1e-5f};
     std::vector<float> y[2], mean[2], rstd[2], xc_out(A * B * N), var_out(A * B);
@@ -182,7 +183,7 @@ TEST(RowKernelsTest, RmsNormChainPlannedAsARowStepEqualsTheChain) {
   // the keepdim form models write by hand (weight * (x * rsqrt(mean(x^2, keepdim) + eps))); rows
   // short enough to go in groups (Note [Norm row groups]) and longer ones. Planned whole it is one
   // row step; with the squares also a result the planner keeps the chain; both give the same bits.
-  for (const int64_t N : {int64_t{7}, int64_t{130}, int64_t{300}, int64_t{1024}})
+  for (const int64_t N : {int64_t{7}, int64_t{130}, int64_t{300}, int64_t{1024}, int64_t{3000}, int64_t{4100}})
   for (const bool keepdim : {false, true}) {
     const int64_t A = 5, B = 7;
     std::vector<float> x = Values(A * B * N, 4, 3.0f), w = Values(N, 5), eps{1e-5f};
