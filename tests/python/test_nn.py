@@ -136,6 +136,16 @@ def test_layer_norm(mode, no_fallback, norm_shape, affine):
     check_same(lambda x, w, b: F.layer_norm(x.transpose(0, 1), norm_shape, w, b, eps=1e-3), x, w, b)  # strided
 
 
+def test_norms_over_dims_that_are_not_one_run(mode, no_fallback):
+    """Normalized dims that do not merge into one strided run (a permuted tensor normalized over
+    its last two dims): the host executor's row kernels read them as they are (Note [Unmerged
+    rows]); they used to raise NotImplementedError."""
+    x = torch.randn(4, 16, 32) * 2 + 1
+    w, b = torch.randn(32, 16), torch.randn(32, 16)
+    check_same(lambda x, w, b: F.layer_norm(x.permute(0, 2, 1), (32, 16), w, b), x, w, b)
+    check_same(lambda x, w: F.rms_norm(x.permute(0, 2, 1), (32, 16), w, 1e-6), x, w)
+
+
 @pytest.mark.parametrize("param_dtype", [torch.bfloat16, torch.float32])
 def test_layer_norm_bfloat16(mode, no_fallback, param_dtype):
     # bfloat16 input with bfloat16 or (mixed) float32 parameters: mean/rstd dtypes follow ATen.

@@ -15,6 +15,7 @@
 
 #include "base/thread_pool.h"
 #include "runtime/host/axes.h"
+#include "runtime/host/conv_util.h"
 #include "runtime/host/half.h"
 #include "runtime/host/elementwise_simd.h"
 #include "runtime/host/reduce_simd.h"
@@ -57,6 +58,39 @@ Status Rows(const View& v, int first, int last, RowSet* out, const char* what) {
   s.rows = Count(s.outer, s.outer.size());
   *out = std::move(s);
   return Status::Ok();
+}
+
+// Note [Unmerged rows]: a norm over several trailing dims reads each row as one strided run. A
+// view whose row dims do not merge into one (a permuted tensor normalized over two dims, group
+// norm's (C/G, HxW) of a channels_last tensor) is copied contiguous first, and an output written
+// through a contiguous buffer: PyTorch accepts such tensors, so the row steps must too.
+bool RowDimsMerge(const View& v, int first, int last) {
+  bool have = false;
+  int64_t expect = 0;
+  for (int d = last - 1; d >= first; --d) {
+    if (v.dims[d] == 1) continue;
+    if (have && v.strides[d] != expect) return false;
+    have = true;
+    expect = v.strides[d] * v.dims[d];
+  }
+  return true;
+}
+
+// Runs norm(x, y) with x and y as views whose rows [axis, rank) merge (Note [Unmerged rows]).
+template <typename Norm>
+Status WithMergedRows(const View& x, const View& y, int axis, Norm&& norm) {
+  const int rank = static_cast<int>(x.dims.size());
+  std::vector<char> xb, yb;
+  const View xm = RowDimsMerge(x, axis, rank) ? x : Contiguous(x, x.dtype, xb);
+  View ym = y;
+  const bool y_through = !RowDimsMerge(y, axis, rank);
+  if (y_through) {
+    ym = View{nullptr, y.dtype, y.dims, ContiguousStrides(y.dims)};
+    yb.resize(std::max<int64_t>(1, y.NumElements()) * DTypeSize(y.dtype));
+    ym.data = yb.data();
+  }
+  TPU_RETURN_IF_ERROR(norm(xm, ym));
+  return y_through ? CopyView(ym, y) : Status::Ok();
 }
 
 // The dims of x outside [first, last).
@@ -335,6 +369,10 @@ struct NormGrad {
 Status LayerNormRows(const View& x, int axis, const View* weight, const View* bias, double eps,
                      const View& y, const View* mean, const View* rstd) {
   int rank = static_cast<int>(x.dims.size());
+  if (axis >= 0 && axis <= rank && x.dims == y.dims && (!RowDimsMerge(x, axis, rank) || !RowDimsMerge(y, axis, rank)))
+    return WithMergedRows(x, y, axis, [&](const View& xm, const View& ym) {
+      return LayerNormRows(xm, axis, weight, bias, eps, ym, mean, rstd);
+    });
   RowSet X, Y, W, B, M, R;
   TPU_RETURN_IF_ERROR(SameShape(x, y, "the output"));
   TPU_RETURN_IF_ERROR(Rows(x, axis, rank, &X, "input"));
@@ -418,6 +456,10 @@ Status LayerNormBackwardRows(const View& g, const View& x, int axis, const View&
 Status RmsNormRows(const View& x, int axis, const View* weight, double eps, const View& y,
                    const View* rrms) {
   int rank = static_cast<int>(x.dims.size());
+  if (axis >= 0 && axis <= rank && x.dims == y.dims && (!RowDimsMerge(x, axis, rank) || !RowDimsMerge(y, axis, rank)))
+    return WithMergedRows(x, y, axis, [&](const View& xm, const View& ym) {
+      return RmsNormRows(xm, axis, weight, eps, ym, rrms);
+    });
   RowSet X, Y, W, R;
   TPU_RETURN_IF_ERROR(SameShape(x, y, "the output"));
   TPU_RETURN_IF_ERROR(Rows(x, axis, rank, &X, "input"));

@@ -412,10 +412,37 @@ TEST(RowKernelsTest, UnsupportedCasesAreExplicit) {
   std::vector<double> x(12), y(12);
   View xv{x.data(), DType::kF64, {3, 4}, {4, 1}}, yv{y.data(), DType::kF64, {3, 4}, {4, 1}};
   EXPECT_EQ(SoftmaxRows(xv, 1, false, yv).code(), Code::kUnimplemented);
-  std::vector<float> a(24), b(24);
-  // normalized dims [1, 3) of a [2, 3, 4] view whose rows are not one run (dims 1, 2 swapped)
-  View av = V(a, {2, 3, 4}, {12, 1, 3}), bv = V(b, {2, 3, 4});
-  EXPECT_EQ(RmsNormRows(av, 1, nullptr, 1e-6, bv, nullptr).code(), Code::kUnimplemented);
+}
+
+// Note [Unmerged rows]: normalized dims [1, 3) of a [2, 3, 4] view whose rows are not one run
+// (dims 1, 2 swapped in memory), read and written as they are: the same as on a contiguous copy.
+TEST(RowKernelsTest, NormRowsThatAreNotOneRunReadAsTheyAre) {
+  std::vector<float> a = Values(24, 3), w = Values(12, 4), bias = Values(12, 5);
+  std::vector<float> dense(24);  // a's elements in [2, 3, 4] order
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) dense[i * 12 + j * 4 + k] = a[i * 12 + j + k * 3];
+  const View av = V(a, {2, 3, 4}, {12, 1, 3}), dv = V(dense, {2, 3, 4});
+  const View wv = V(w, {3, 4}), bv = V(bias, {3, 4});
+  for (const bool rms : {false, true}) {
+    std::vector<float> got(24), want(24), got_t(24);
+    const View gv = V(got, {2, 3, 4}), wantv = V(want, {2, 3, 4});
+    const View gtv = V(got_t, {2, 3, 4}, {12, 1, 3});  // an output laid out like a
+    if (rms) {
+      ASSERT_TRUE(RmsNormRows(av, 1, &wv, 1e-6, gv, nullptr).ok());
+      ASSERT_TRUE(RmsNormRows(dv, 1, &wv, 1e-6, wantv, nullptr).ok());
+      ASSERT_TRUE(RmsNormRows(dv, 1, &wv, 1e-6, gtv, nullptr).ok());
+    } else {
+      ASSERT_TRUE(LayerNormRows(av, 1, &wv, &bv, 1e-5, gv, nullptr, nullptr).ok());
+      ASSERT_TRUE(LayerNormRows(dv, 1, &wv, &bv, 1e-5, wantv, nullptr, nullptr).ok());
+      ASSERT_TRUE(LayerNormRows(dv, 1, &wv, &bv, 1e-5, gtv, nullptr, nullptr).ok());
+    }
+    EXPECT_EQ(got, want) << rms;
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int k = 0; k < 4; ++k)
+          EXPECT_EQ(got_t[i * 12 + j + k * 3], want[i * 12 + j * 4 + k]) << rms << " " << i << j << k;
+  }
 }
 
 }  // namespace
