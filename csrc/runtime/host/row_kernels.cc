@@ -34,23 +34,34 @@ struct RowSet {
 
 bool Supported(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
 
+// Whether dims [first, last) of v are one strided run (size-1 dims aside; Note [Unmerged rows]).
+bool RowDimsMerge(const View& v, int first, int last) {
+  bool have = false;
+  int64_t expect = 0;
+  for (int d = last - 1; d >= first; --d) {
+    if (v.dims[d] == 1) continue;
+    if (have && v.strides[d] != expect) return false;
+    have = true;
+    expect = v.strides[d] * v.dims[d];
+  }
+  return true;
+}
+
 Status Rows(const View& v, int first, int last, RowSet* out, const char* what) {
   if (!Supported(v.dtype))
     return Unimplemented(std::string("row kernel on ") + DTypeName(v.dtype) + " " + what);
   int rank = static_cast<int>(v.dims.size());
   if (first < 0 || last > rank || first > last) return Internal(std::string("row dims out of range for ") + what);
+  if (!RowDimsMerge(v, first, last))
+    return Unimplemented(std::string("row kernel: the row dims of ") + what + " do not merge into one run");
   RowSet s;
   s.base = static_cast<char*>(v.data);
   s.dtype = v.dtype;
   bool have = false;
-  int64_t expect = 0;
   for (int d = last - 1; d >= first; --d) {
     if (v.dims[d] == 1) continue;
-    if (have && v.strides[d] != expect)
-      return Unimplemented(std::string("row kernel: the row dims of ") + what + " do not merge into one run");
     if (!have) s.stride = v.strides[d];
     have = true;
-    expect = v.strides[d] * v.dims[d];
     s.n *= v.dims[d];
   }
   for (int d = 0; d < rank; ++d)
@@ -64,17 +75,6 @@ Status Rows(const View& v, int first, int last, RowSet* out, const char* what) {
 // view whose row dims do not merge into one (a permuted tensor normalized over two dims, group
 // norm's (C/G, HxW) of a channels_last tensor) is copied contiguous first, and an output written
 // through a contiguous buffer: PyTorch accepts such tensors, so the row steps must too.
-bool RowDimsMerge(const View& v, int first, int last) {
-  bool have = false;
-  int64_t expect = 0;
-  for (int d = last - 1; d >= first; --d) {
-    if (v.dims[d] == 1) continue;
-    if (have && v.strides[d] != expect) return false;
-    have = true;
-    expect = v.strides[d] * v.dims[d];
-  }
-  return true;
-}
 
 // Runs norm(x, y) with x and y as views whose rows [axis, rank) merge (Note [Unmerged rows]).
 template <typename Norm>
