@@ -218,32 +218,16 @@ void AddF32ColsBlockImpl(const float* p, int64_t stride, int64_t blen, float* la
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const int64_t full = blen & ~int64_t{15};
-  // Whole vectors of columns: the 16 lanes of a vector of columns stay in registers for the whole
-  // block (one load per 16 floats instead of a load, an add and a store), rows added in order.
-  int64_t j0 = 0;
-  for (; j0 + N <= len; j0 += N) {
-#define TPU_LANES(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
-#define TPU_LOAD(l) auto a##l = hn::LoadU(d, lanes + l * lane_stride + j0);
-#define TPU_ADD(l) a##l = hn::Add(a##l, hn::LoadU(d, x + l * stride));
-#define TPU_STORE(l) hn::StoreU(a##l, d, lanes + l * lane_stride + j0);
-    TPU_LANES(TPU_LOAD)
-    const float* x = p + j0;
-    for (int64_t pos = 0; pos < full; pos += 16, x += 16 * stride) {
-      TPU_LANES(TPU_ADD)
-    }
-    for (int64_t pos = full; pos < blen; ++pos, x += stride) a0 = hn::Add(a0, hn::LoadU(d, x));
-    TPU_LANES(TPU_STORE)
-#undef TPU_STORE
-#undef TPU_ADD
-#undef TPU_LOAD
-#undef TPU_LANES
-  }
-  if (j0 < len) {
-    for (int64_t pos = 0; pos < blen; ++pos) {
-      const float* x = p + pos * stride;
-      float* acc = lanes + (pos < full ? (pos & 15) : 0) * lane_stride;
-      for (int64_t j = j0; j < len; ++j) acc[j] += x[j];
-    }
+  // Row by row: each row's columns into its lane's row of `lanes`, so every input row is read once,
+  // front to back. (Holding a vector of columns' 16 lanes in registers while walking the block's
+  // rows, up to 2048 of them a stride apart, then the next vector of columns, read each input
+  // line cold: (64, 256, 256) summed over dim 1 took 1.4x PyTorch CPU's time.)
+  for (int64_t pos = 0; pos < blen; ++pos) {
+    float* q = lanes + (pos < full ? (pos & 15) : 0) * lane_stride;
+    const float* x = p + pos * stride;
+    int64_t j = 0;
+    for (; j + N <= len; j += N) hn::StoreU(hn::Add(hn::LoadU(d, q + j), hn::LoadU(d, x + j)), d, q + j);
+    for (; j < len; ++j) q[j] += x[j];
   }
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> df;
