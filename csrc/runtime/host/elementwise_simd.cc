@@ -83,6 +83,14 @@ template <class D, class V>
 HWY_INLINE V IeeeExp(D d, V v) {
   const hn::RebindToSigned<D> di;
   V k;
+  // A vector wholly within [-86, 87] (softmax's shifted logits, mostly) needs no edges, and its
+  // results are normal: 2^n in one step, by adding n to the exponent bits (-124 <= n <= 126, so
+  // p * 2^n stays normal for p in [0.7, 1.42]), exact like the two halves' multiplies below, so
+  // the same bits, in half the operations.
+  if (HWY_LIKELY(hn::AllTrue(d, hn::And(hn::Ge(v, hn::Set(d, -86.0f)), hn::Le(v, hn::Set(d, 87.0f)))))) {
+    const V p = Horner(d, ExpReduce(d, v, &k), kExpPoly);
+    return hn::BitCast(d, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::BitCast(di, k))));
+  }
   // Lanes below -104 (softmax's masked -inf) give 0 below; they compute exp(0) meanwhile (so no
   // lower clamp), not exp(-104), whose scaling by 2^n underflows: each subnormal or underflowing
   // multiply is a microcode assist of ~100 cycles on x86 (a causal attention softmax, half its
@@ -265,12 +273,58 @@ void SplatU64(uint64_t* r, int64_t n) { Splat(r, n); }
 void ShiftExpF32(const float* x, float m, float* s, float* e, int64_t n) {
   const hn::ScalableTag<float> d;
   const auto vm = hn::Set(d, m);
-  if (s) {
-    Map1(x, s, n, [&](auto d, auto v) { return hn::Sub(v, vm); });
-    Map1(s, e, n, [](auto d, auto v) { return IeeeExp(d, v); });
+  if (s && s != e) {  // one pass, both stores
+    const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+    int64_t i = 0;
+    for (; i + N <= n; i += N) {
+      const auto v = hn::Sub(hn::LoadU(d, x + i), vm);
+      hn::StoreU(v, d, s + i);
+      hn::StoreU(IeeeExp(d, v), d, e + i);
+    }
+    if (i < n) {
+      Map1(x + i, s + i, n - i, [&](auto d, auto v) { return hn::Sub(v, vm); });
+      Map1(s + i, e + i, n - i, [](auto d, auto v) { return IeeeExp(d, v); });
+    }
   } else {
     Map1(x, e, n, [&](auto d, auto v) { return IeeeExp(d, hn::Sub(v, vm)); });
   }
+}
+
+// a[i] / b for a float b, the bits of a division without one per vector (a divide's throughput
+// is a tenth of a multiply's, and softmax divides every element by its row's total). With r = 1/b
+// rounded, q = a * r is within an ulp of a / b, the remainder a - q * b is exact in one fused
+// multiply-add, and q + remainder * r rounds to the correctly rounded quotient (Markstein's
+// theorem; elementwise_simd_test.cc checks it against division bit for bit). It needs b and 1/b
+// normal and no underflow in the remainder: a vector with a lane whose a or quotient is below
+// 2^-100 (but zero), or whose quotient is not finite, divides, and so do other divisors (and
+// targets without FMA). A zero remainder keeps q (an exact quotient, and a zero's sign).
+void DivideByScalar(const float* a, float b, float* out, int64_t n) {
+  const hn::ScalableTag<float> d0;
+  const float ab = std::fabs(b), lo = std::numeric_limits<float>::min();
+  const auto vb = hn::Set(d0, b);
+  // (Without a fused multiply-add the remainder is rounded: divide.)
+  if (!HWY_NATIVE_FMA || !(ab >= lo && ab <= 1.0f / lo)) {  // (NaN too)
+    Map1(a, out, n, [&](auto d, auto v) { return hn::Div(v, vb); });
+    return;
+  }
+  const auto vr = hn::Set(d0, 1.0f / b), tiny = hn::Set(d0, 0x1p-100f);
+  const auto vmax = hn::Set(d0, std::numeric_limits<float>::max());
+  Map1(a, out, n, [&](auto d, auto v) {
+    const auto q = hn::Mul(v, vr);
+    const auto aq = hn::Abs(q);
+    const auto ok = hn::Or(hn::Eq(v, hn::Zero(d)),
+                           hn::And(hn::And(hn::Ge(hn::Abs(v), tiny), hn::Ge(aq, tiny)), hn::Le(aq, vmax)));
+    if (HWY_UNLIKELY(!hn::AllTrue(d, ok))) return hn::Div(v, vb);
+    const auto rem = hn::NegMulAdd(q, vb, v);
+    return hn::IfThenElse(hn::Eq(rem, hn::Zero(d)), q, hn::MulAdd(rem, vr, q));
+  });
+}
+
+// out[i] = (x[i] - a) - b, two subtractions rounded as the ops round them.
+void SubtractTwiceF32(const float* x, float a, float b, float* out, int64_t n) {
+  const hn::ScalableTag<float> d0;
+  const auto va = hn::Set(d0, a), vb = hn::Set(d0, b);
+  Map1(x, out, n, [&](auto d, auto v) { return hn::Sub(hn::Sub(v, va), vb); });
 }
 
 bool ScalarF32(int code_int, const float* a, float c, float* out, int64_t n) {
@@ -279,7 +333,7 @@ bool ScalarF32(int code_int, const float* a, float c, float* out, int64_t n) {
   switch (static_cast<OpCode>(code_int)) {
     case OpCode::kSubtract: Map1(a, out, n, [&](auto d, auto v) { return hn::Sub(v, vc); }); return true;
     case OpCode::kMultiply: Map1(a, out, n, [&](auto d, auto v) { return hn::Mul(v, vc); }); return true;
-    case OpCode::kDivide: Map1(a, out, n, [&](auto d, auto v) { return hn::Div(v, vc); }); return true;
+    case OpCode::kDivide: DivideByScalar(a, c, out, n); return true;
     default: return false;
   }
 }
@@ -415,6 +469,7 @@ HWY_EXPORT(UnaryF32);
 HWY_EXPORT(GeluErfF32);
 HWY_EXPORT(GeluErfBackwardF32);
 HWY_EXPORT(ShiftExpF32);
+HWY_EXPORT(SubtractTwiceF32);
 HWY_EXPORT(SplatU32);
 HWY_EXPORT(SplatU64);
 HWY_EXPORT(SoftmaxBackwardRowF32);
@@ -457,6 +512,9 @@ void SplatU32Simd(uint32_t* r, int64_t n) { HWY_DYNAMIC_DISPATCH(SplatU32)(r, n)
 void SplatU64Simd(uint64_t* r, int64_t n) { HWY_DYNAMIC_DISPATCH(SplatU64)(r, n); }
 void ShiftExpF32Simd(const float* x, float m, float* s, float* e, int64_t n) {
   HWY_DYNAMIC_DISPATCH(ShiftExpF32)(x, m, s, e, n);
+}
+void SubtractTwiceF32Simd(const float* x, float a, float b, float* out, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(SubtractTwiceF32)(x, a, b, out, n);
 }
 void SoftmaxBackwardRowF32Simd(const float* g, const float* y, float s, bool log, float* out, int64_t n) {
   HWY_DYNAMIC_DISPATCH(SoftmaxBackwardRowF32)(g, y, s, log, out, n);

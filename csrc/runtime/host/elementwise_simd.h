@@ -20,6 +20,8 @@ bool CompareI64Simd(CompareDirection dir, const int64_t* a, const int64_t* b, in
 // s[i] = x[i] - m (s may be null: not stored) and e[i] = exp(x[i] - m), as the subtract and exp
 // ops compute them (e may be s).
 void ShiftExpF32Simd(const float* x, float m, float* s, float* e, int64_t n);
+// out[i] = (x[i] - a) - b, as two subtract ops compute it (log-softmax's result); out may be x.
+void SubtractTwiceF32Simd(const float* x, float a, float b, float* out, int64_t n);
 // r[i] = r[0] for 0 < i < n.
 void SplatU32Simd(uint32_t* r, int64_t n);
 void SplatU64Simd(uint64_t* r, int64_t n);

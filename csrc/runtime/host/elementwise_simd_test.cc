@@ -81,6 +81,61 @@ TEST(ElementwiseSimd, ExpWithinTwoUlpOnADenseGrid) {
                          {88.72283f, 88.722839f, 88.72284f, -87.33654f, -103.97208f, -103.27893f});
 }
 
+// exp takes vectors wholly within [-86, 87] on a short path (2^n in one step, no edges): the
+// same bits as the general path, which a vector takes when any lane is outside (here every
+// fourth lane is -200, so every vector of 4, 8 or 16 lanes has one).
+TEST(ElementwiseSimd, ExpShortPathGivesTheGeneralPathsBits) {
+  std::vector<float> grid;
+  for (int i = -86 * 512; i <= 87 * 512; ++i) grid.push_back(static_cast<float>(i) / 512.0f + 1e-4f * (i % 7));
+  std::vector<float> mixed;
+  for (size_t i = 0; i < grid.size(); ++i) {
+    if (i % 3 == 0) mixed.push_back(-200.0f);
+    mixed.push_back(grid[i]);
+  }
+  std::vector<float> fast(grid.size()), general(mixed.size());
+  ASSERT_TRUE(UnaryF32Simd(OpCode::kExp, grid.data(), fast.data(), static_cast<int64_t>(grid.size())));
+  ASSERT_TRUE(UnaryF32Simd(OpCode::kExp, mixed.data(), general.data(), static_cast<int64_t>(mixed.size())));
+  for (size_t i = 0, j = 0; i < grid.size(); ++i, ++j) {
+    if (i % 3 == 0) ++j;
+    ASSERT_EQ(mixed[j], grid[i]);
+    ASSERT_EQ(std::memcmp(&fast[i], &general[j], sizeof(float)), 0)
+        << "exp(" << grid[i] << "): " << fast[i] << " vs " << general[j];
+  }
+}
+
+// A float divided by a scalar (softmax's row totals) multiplies by the reciprocal and corrects
+// the rounding: the bits of a division, for every kind of numerator and divisor.
+TEST(ElementwiseSimd, DivisionByAScalarGivesADivisionsBits) {
+  std::vector<float> a;
+  uint32_t state = 12345;
+  auto next = [&] { return state = state * 1664525u + 1013904223u; };
+  for (int i = 0; i < 20000; ++i) {  // random bit patterns over every exponent
+    uint32_t bits = next();
+    float v;
+    std::memcpy(&v, &bits, sizeof v);
+    a.push_back(v);
+  }
+  for (int i = 0; i < 20000; ++i) a.push_back(static_cast<float>(next() % 100000) / 99991.0f);  // softmax-like
+  for (float v : {0.f, -0.f, kInf, -kInf, kNaN, 1e-45f, -1e-40f, 0x1p-100f, 0x1p-101f, 1.17e-38f,
+                  3.4e38f, -3.4e38f, 1.f, 0.99999994f})
+    for (int r = 0; r < 40; ++r) a.push_back(v);  // alone in vectors too, and among others
+  std::vector<float> bs = {1.f, 3.f, -7.1f, 64.f, 0.1f, 1.9999999f, 1e-30f, -1e30f, 1.2e-38f, 8e37f,
+                           1e-40f, 3.4e38f, 0.f, -0.f, kInf, -kInf, kNaN};
+  for (int i = 0; i < 200; ++i) bs.push_back(static_cast<float>(next() % 1000003) / 997.0f + 1.0f);
+  std::vector<float> out(a.size());
+  for (float b : bs) {
+    ASSERT_TRUE(ScalarF32Simd(OpCode::kDivide, a.data(), b, out.data(), static_cast<int64_t>(a.size())));
+    for (size_t i = 0; i < a.size(); ++i) {
+      const float want = a[i] / b;
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(out[i])) << a[i] << " / " << b;
+      } else {
+        ASSERT_EQ(std::memcmp(&out[i], &want, sizeof want), 0) << a[i] << " / " << b << " = " << out[i] << ", want " << want;
+      }
+    }
+  }
+}
+
 TEST(ElementwiseSimd, LogisticWithinThreeUlpOnADenseGrid) {
   // 1.92 ulp measured with AVX-512; a target without FMA rounds exp's steps more.
   ExpectWithinUlpOnAGrid(OpCode::kLogistic, [](double v) { return 1.0 / (1.0 + std::exp(-v)); }, -110, 30, 3);

@@ -237,18 +237,22 @@ Status SoftmaxRows(const View& x, int dim, bool log, const View& y) {
   // group's scratch, the group's sums in one call, then each row's result.
   const int64_t G = GroupRows(n);
   ForRows(X.rows, n, 1 + 2 * G, [&](int64_t r0, int64_t r1, float* buf) {
-    float* xbuf = buf;          // an input row converted to float
+    float* xbuf = buf;          // an input row converted to float (log: a result row's buffer)
     float* ebuf = buf + n;      // the group's exponentials, row k at ebuf + k * n
-    float* sbuf = buf + (1 + G) * n;  // log: shifted rows not computed in place
+    float* sbuf = buf + (1 + G) * n;  // log: the group's input rows converted to float
     const float* erows[kSumRowGroup];
+    const float* xrows[kSumRowGroup];  // log
+    float maxes[kSumRowGroup];
     double sums[kSumRowGroup];
     for (int64_t g0 = r0; g0 < r1; g0 += G) {
       const int64_t cnt = std::min(G, r1 - g0);
       for (int64_t k = 0; k < cnt; ++k) {
-        const float* xr = Read(X, g0 + k, xbuf);
+        // log: the input rows stay for the result, (x - max) - log(total), computed from them in
+        // one pass at the end (storing x - max here and subtracting from it there was a pass more).
+        const float* xr = xrows[k] = Read(X, g0 + k, log ? sbuf + k * n : xbuf);
         // Alone, a row's exponentials go where its result goes (divided there in place).
         float* e = G == 1 && !log ? Target(Y, g0 + k, sbuf) : ebuf + k * n;
-        ShiftExp(xr, n, log ? Target(Y, g0 + k, sbuf + k * n) : e, e);
+        maxes[k] = ShiftExp(xr, n, e, e);
         erows[k] = e;
       }
       SumF32RowGroup(erows, cnt, n, sums);
@@ -264,8 +268,8 @@ Status SoftmaxRows(const View& x, int dim, bool log, const View& y) {
           ScalarF32Simd(OpCode::kDivide, erows[k], total, yr, n);
           Flush(Y, g0 + k, yr);
         } else {
-          float* yr = Target(Y, g0 + k, sbuf + k * n);
-          ScalarF32Simd(OpCode::kSubtract, yr, logs[k], yr, n);
+          float* yr = Target(Y, g0 + k, xbuf);
+          SubtractTwiceF32Simd(xrows[k], maxes[k], logs[k], yr, n);
           Flush(Y, g0 + k, yr);
         }
       }
