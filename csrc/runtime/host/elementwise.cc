@@ -432,16 +432,16 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
         char* t = storage(k);
         regs[k] = t;
         const int rb = RegBytes(o.dtype);
-        for (int64_t j = 0; j < m; ++j, t += row * rb) {
-          const char* pj = m == 1 ? p : p + o.strides[rank - 2] * j * o.elem;
-          if (s == 0) {
+        const int64_t row_bytes = m == 1 ? 0 : o.strides[rank - 2] * o.elem;
+        if (s != 0) {
+          LoadRows(o.dtype, p, row_bytes, s, row, m, t);  // (the rows in one call)
+        } else {
+          for (int64_t j = 0; j < m; ++j, t += row * rb) {
             // Broadcast along the row: load one element, splat (whole vectors: the fill was
             // most of group norm's affine on [16, 8, 12, 256], a splat per 256-element tile).
-            Load(o.dtype, pj, 0, 1, t);
+            Load(o.dtype, p + j * row_bytes, 0, 1, t);
             if (rb == 8) SplatU64Simd(reinterpret_cast<uint64_t*>(t), row);
             else SplatU32Simd(reinterpret_cast<uint32_t*>(t), row);
-          } else {
-            Load(o.dtype, pj, s, row, t);
           }
         }
       }
@@ -477,11 +477,8 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
     for (int k = 0; k < nout; ++k) {
       if (k == direct_out) continue;
       const Operand& o = operands[nin + k];
-      const char* r = static_cast<const char*>(regs[out_slot[k]]);
-      const int rb = RegBytes(o.dtype);
-      for (int64_t j = 0; j < m; ++j)
-        Store(o.dtype, r + j * row * rb, row, o.base + (off[nin + k] + (m == 1 ? 0 : o.strides[rank - 2] * j)) * o.elem,
-              inner_stride(o));
+      StoreRows(o.dtype, regs[out_slot[k]], row, m, o.base + off[nin + k] * o.elem,
+                m == 1 ? 0 : o.strides[rank - 2] * o.elem, inner_stride(o));
     }
   };
   if (row_tiles) {

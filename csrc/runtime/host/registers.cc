@@ -83,44 +83,52 @@ namespace {
 
 template <typename R, typename M>
 TPU_ISA_CLONES
-void LoadAs(const char* p, int64_t stride, int64_t n, R* out) {
-  const M* m = reinterpret_cast<const M*>(p);
-  if (stride == 1) for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(m[i]);
-  else for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(m[i * stride]);
+void LoadAs(const char* p, int64_t row_bytes, int64_t stride, int64_t n, int64_t rows, R* out) {
+  for (int64_t j = 0; j < rows; ++j, p += row_bytes, out += n) {
+    const M* m = reinterpret_cast<const M*>(p);
+    if (stride == 1) for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(m[i]);
+    else for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(m[i * stride]);
+  }
 }
 
 }  // namespace
 
-void Load(DType t, const char* p, int64_t stride, int64_t n, void* reg) {
+void Load(DType t, const char* p, int64_t stride, int64_t n, void* reg) { LoadRows(t, p, 0, stride, n, 1, reg); }
+
+void LoadRows(DType t, const char* p, int64_t row_bytes, int64_t stride, int64_t n, int64_t rows, void* reg) {
+  auto each_row = [&](auto&& row) {
+    for (int64_t j = 0; j < rows; ++j) row(p + j * row_bytes, static_cast<float*>(reg) + j * n);
+  };
   switch (t) {
-    case DType::kF32: LoadAs<float, float>(p, stride, n, static_cast<float*>(reg)); break;
-    case DType::kF64: LoadAs<double, double>(p, stride, n, static_cast<double*>(reg)); break;
-    case DType::kBF16: {
-      const uint16_t* m = reinterpret_cast<const uint16_t*>(p);
-      float* o = static_cast<float*>(reg);
-      if (stride == 1) tpu::host::Bf16ToF32(m, o, n);  // Highway
-      else for (int64_t i = 0; i < n; ++i) o[i] = Bf16ToF32(m[i * stride]);
+    case DType::kF32: LoadAs<float, float>(p, row_bytes, stride, n, rows, static_cast<float*>(reg)); break;
+    case DType::kF64: LoadAs<double, double>(p, row_bytes, stride, n, rows, static_cast<double*>(reg)); break;
+    case DType::kBF16:
+      each_row([&](const char* pr, float* o) {
+        const uint16_t* m = reinterpret_cast<const uint16_t*>(pr);
+        if (stride == 1) tpu::host::Bf16ToF32(m, o, n);  // Highway
+        else for (int64_t i = 0; i < n; ++i) o[i] = Bf16ToF32(m[i * stride]);
+      });
       break;
-    }
-    case DType::kF16: {
-      const Half* m = reinterpret_cast<const Half*>(p);
-      float* o = static_cast<float*>(reg);
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(m[i * stride]);
+    case DType::kF16:
+      each_row([&](const char* pr, float* o) {
+        const Half* m = reinterpret_cast<const Half*>(pr);
+        for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(m[i * stride]);
+      });
       break;
-    }
-    case DType::kI64: LoadAs<int64_t, int64_t>(p, stride, n, static_cast<int64_t*>(reg)); break;
-    case DType::kU64: LoadAs<int64_t, uint64_t>(p, stride, n, static_cast<int64_t*>(reg)); break;
-    case DType::kI32: LoadAs<int32_t, int32_t>(p, stride, n, static_cast<int32_t*>(reg)); break;
-    case DType::kU32: LoadAs<int64_t, uint32_t>(p, stride, n, static_cast<int64_t*>(reg)); break;
-    case DType::kI16: LoadAs<int32_t, int16_t>(p, stride, n, static_cast<int32_t*>(reg)); break;
-    case DType::kI8: LoadAs<int32_t, int8_t>(p, stride, n, static_cast<int32_t*>(reg)); break;
-    case DType::kU8: LoadAs<int32_t, uint8_t>(p, stride, n, static_cast<int32_t*>(reg)); break;
-    case DType::kBool: {
-      const uint8_t* m = reinterpret_cast<const uint8_t*>(p);
-      int32_t* o = static_cast<int32_t*>(reg);
-      for (int64_t i = 0; i < n; ++i) o[i] = m[i * stride] != 0;
+    case DType::kI64: LoadAs<int64_t, int64_t>(p, row_bytes, stride, n, rows, static_cast<int64_t*>(reg)); break;
+    case DType::kU64: LoadAs<int64_t, uint64_t>(p, row_bytes, stride, n, rows, static_cast<int64_t*>(reg)); break;
+    case DType::kI32: LoadAs<int32_t, int32_t>(p, row_bytes, stride, n, rows, static_cast<int32_t*>(reg)); break;
+    case DType::kU32: LoadAs<int64_t, uint32_t>(p, row_bytes, stride, n, rows, static_cast<int64_t*>(reg)); break;
+    case DType::kI16: LoadAs<int32_t, int16_t>(p, row_bytes, stride, n, rows, static_cast<int32_t*>(reg)); break;
+    case DType::kI8: LoadAs<int32_t, int8_t>(p, row_bytes, stride, n, rows, static_cast<int32_t*>(reg)); break;
+    case DType::kU8: LoadAs<int32_t, uint8_t>(p, row_bytes, stride, n, rows, static_cast<int32_t*>(reg)); break;
+    case DType::kBool:
+      for (int64_t j = 0; j < rows; ++j) {
+        const uint8_t* m = reinterpret_cast<const uint8_t*>(p + j * row_bytes);
+        int32_t* o = static_cast<int32_t*>(reg) + j * n;
+        for (int64_t i = 0; i < n; ++i) o[i] = m[i * stride] != 0;
+      }
       break;
-    }
   }
 }
 
@@ -128,39 +136,46 @@ namespace {
 
 template <typename R, typename M>
 TPU_ISA_CLONES
-void StoreAs(const R* in, int64_t n, char* p, int64_t stride) {
-  M* m = reinterpret_cast<M*>(p);
-  if (stride == 1) for (int64_t i = 0; i < n; ++i) m[i] = static_cast<M>(in[i]);
-  else for (int64_t i = 0; i < n; ++i) m[i * stride] = static_cast<M>(in[i]);
+void StoreAs(const R* in, int64_t n, int64_t rows, char* p, int64_t row_bytes, int64_t stride) {
+  for (int64_t j = 0; j < rows; ++j, p += row_bytes, in += n) {
+    M* m = reinterpret_cast<M*>(p);
+    if (stride == 1) for (int64_t i = 0; i < n; ++i) m[i] = static_cast<M>(in[i]);
+    else for (int64_t i = 0; i < n; ++i) m[i * stride] = static_cast<M>(in[i]);
+  }
 }
 
 }  // namespace
 
-void Store(DType t, const void* reg, int64_t n, char* p, int64_t stride) {
+void Store(DType t, const void* reg, int64_t n, char* p, int64_t stride) { StoreRows(t, reg, n, 1, p, 0, stride); }
+
+void StoreRows(DType t, const void* reg, int64_t n, int64_t rows, char* p, int64_t row_bytes, int64_t stride) {
+  auto each_row = [&](auto&& row) {
+    for (int64_t j = 0; j < rows; ++j) row(static_cast<const float*>(reg) + j * n, p + j * row_bytes);
+  };
   switch (t) {
-    case DType::kF32: StoreAs<float, float>(static_cast<const float*>(reg), n, p, stride); break;
-    case DType::kF64: StoreAs<double, double>(static_cast<const double*>(reg), n, p, stride); break;
-    case DType::kBF16: {
-      const float* r = static_cast<const float*>(reg);
-      uint16_t* m = reinterpret_cast<uint16_t*>(p);
-      if (stride == 1) tpu::host::F32ToBf16(r, m, n);  // Highway
-      else for (int64_t i = 0; i < n; ++i) m[i * stride] = F32ToBf16(r[i]);
+    case DType::kF32: StoreAs<float, float>(static_cast<const float*>(reg), n, rows, p, row_bytes, stride); break;
+    case DType::kF64: StoreAs<double, double>(static_cast<const double*>(reg), n, rows, p, row_bytes, stride); break;
+    case DType::kBF16:
+      each_row([&](const float* r, char* pr) {
+        uint16_t* m = reinterpret_cast<uint16_t*>(pr);
+        if (stride == 1) tpu::host::F32ToBf16(r, m, n);  // Highway
+        else for (int64_t i = 0; i < n; ++i) m[i * stride] = F32ToBf16(r[i]);
+      });
       break;
-    }
-    case DType::kF16: {
-      const float* r = static_cast<const float*>(reg);
-      Half* m = reinterpret_cast<Half*>(p);
-      for (int64_t i = 0; i < n; ++i) m[i * stride] = static_cast<Half>(r[i]);
+    case DType::kF16:
+      each_row([&](const float* r, char* pr) {
+        Half* m = reinterpret_cast<Half*>(pr);
+        for (int64_t i = 0; i < n; ++i) m[i * stride] = static_cast<Half>(r[i]);
+      });
       break;
-    }
-    case DType::kI64: StoreAs<int64_t, int64_t>(static_cast<const int64_t*>(reg), n, p, stride); break;
-    case DType::kU64: StoreAs<int64_t, uint64_t>(static_cast<const int64_t*>(reg), n, p, stride); break;
-    case DType::kI32: StoreAs<int32_t, int32_t>(static_cast<const int32_t*>(reg), n, p, stride); break;
-    case DType::kU32: StoreAs<int64_t, uint32_t>(static_cast<const int64_t*>(reg), n, p, stride); break;
-    case DType::kI16: StoreAs<int32_t, int16_t>(static_cast<const int32_t*>(reg), n, p, stride); break;
-    case DType::kI8: StoreAs<int32_t, int8_t>(static_cast<const int32_t*>(reg), n, p, stride); break;
+    case DType::kI64: StoreAs<int64_t, int64_t>(static_cast<const int64_t*>(reg), n, rows, p, row_bytes, stride); break;
+    case DType::kU64: StoreAs<int64_t, uint64_t>(static_cast<const int64_t*>(reg), n, rows, p, row_bytes, stride); break;
+    case DType::kI32: StoreAs<int32_t, int32_t>(static_cast<const int32_t*>(reg), n, rows, p, row_bytes, stride); break;
+    case DType::kU32: StoreAs<int64_t, uint32_t>(static_cast<const int64_t*>(reg), n, rows, p, row_bytes, stride); break;
+    case DType::kI16: StoreAs<int32_t, int16_t>(static_cast<const int32_t*>(reg), n, rows, p, row_bytes, stride); break;
+    case DType::kI8: StoreAs<int32_t, int8_t>(static_cast<const int32_t*>(reg), n, rows, p, row_bytes, stride); break;
     case DType::kU8: case DType::kBool:
-      StoreAs<int32_t, uint8_t>(static_cast<const int32_t*>(reg), n, p, stride);
+      StoreAs<int32_t, uint8_t>(static_cast<const int32_t*>(reg), n, rows, p, row_bytes, stride);
       break;
   }
 }

@@ -48,8 +48,13 @@ bool ConvertKeepsRegister(DType from, DType to);
 
 // Loads n elements of `t` at p (stride in elements) into a register of ClassOf(t).
 void Load(DType t, const char* p, int64_t stride, int64_t n, void* reg);
+// The same for `rows` rows, row j at p + j * row_bytes, into consecutive register rows of n (one
+// call for a row tile's short rows: a call per row cost more than the row's copy).
+void LoadRows(DType t, const char* p, int64_t row_bytes, int64_t stride, int64_t n, int64_t rows, void* reg);
 // Stores n register values as dtype t at p (stride in elements), rounding to t.
 void Store(DType t, const void* reg, int64_t n, char* p, int64_t stride);
+// The same for `rows` consecutive register rows of n, row j to p + j * row_bytes.
+void StoreRows(DType t, const void* reg, int64_t n, int64_t rows, char* p, int64_t row_bytes, int64_t stride);
 // Converts n values from a register of class `from` to one of ClassOf(to_type), rounded to it.
 void Convert(Rc from, const void* in, DType to_type, void* out, int64_t n);
 
