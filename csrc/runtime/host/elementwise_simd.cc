@@ -87,10 +87,15 @@ HWY_INLINE V IeeeExp(D d, V v) {
   // results are normal: 2^n in one step, by adding n to the exponent bits (-124 <= n <= 126, so
   // p * 2^n stays normal for p in [0.7, 1.42]), exact like the two halves' multiplies below, so
   // the same bits, in half the operations.
-  if (HWY_LIKELY(hn::AllTrue(d, hn::And(hn::Ge(v, hn::Set(d, -86.0f)), hn::Le(v, hn::Set(d, 87.0f)))))) {
-    const V p = Horner(d, ExpReduce(d, v, &k), kExpPoly);
+  // Lanes below -104 (a masked softmax's -inf) join it as 0, computing exp(0) meanwhile, as below.
+  const auto in_range = hn::And(hn::Ge(v, hn::Set(d, -86.0f)), hn::Le(v, hn::Set(d, 87.0f)));
+  auto short_path = [&](V t) {
+    const V p = Horner(d, ExpReduce(d, t, &k), kExpPoly);
     return hn::BitCast(d, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::BitCast(di, k))));
-  }
+  };
+  if (HWY_LIKELY(hn::AllTrue(d, in_range))) return short_path(v);
+  const auto zero = hn::Lt(v, hn::Set(d, -104.0f));
+  if (hn::AllTrue(d, hn::Or(in_range, zero))) return hn::IfThenZeroElse(zero, short_path(hn::IfThenZeroElse(zero, v)));
   // Lanes below -104 (softmax's masked -inf) give 0 below; they compute exp(0) meanwhile (so no
   // lower clamp), not exp(-104), whose scaling by 2^n underflows: each subnormal or underflowing
   // multiply is a microcode assist of ~100 cycles on x86 (a causal attention softmax, half its

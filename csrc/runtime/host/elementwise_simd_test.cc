@@ -81,25 +81,33 @@ TEST(ElementwiseSimd, ExpWithinTwoUlpOnADenseGrid) {
                          {88.72283f, 88.722839f, 88.72284f, -87.33654f, -103.97208f, -103.27893f});
 }
 
-// exp takes vectors wholly within [-86, 87] on a short path (2^n in one step, no edges): the
-// same bits as the general path, which a vector takes when any lane is outside (here every
-// fourth lane is -200, so every vector of 4, 8 or 16 lanes has one).
+// exp takes vectors wholly within [-86, 87], or within it but for lanes below -104 (0), on a
+// short path (2^n in one step, no edges): the same bits as the general path, which a vector
+// takes when any lane is elsewhere. Here every fourth lane is -200 (the short path with zeros),
+// or -95 (a subnormal result: the general path), so every vector of 4, 8 or 16 lanes has one.
 TEST(ElementwiseSimd, ExpShortPathGivesTheGeneralPathsBits) {
   std::vector<float> grid;
   for (int i = -86 * 512; i <= 87 * 512; ++i) grid.push_back(static_cast<float>(i) / 512.0f + 1e-4f * (i % 7));
-  std::vector<float> mixed;
-  for (size_t i = 0; i < grid.size(); ++i) {
-    if (i % 3 == 0) mixed.push_back(-200.0f);
-    mixed.push_back(grid[i]);
-  }
-  std::vector<float> fast(grid.size()), general(mixed.size());
+  std::vector<float> fast(grid.size());
   ASSERT_TRUE(UnaryF32Simd(OpCode::kExp, grid.data(), fast.data(), static_cast<int64_t>(grid.size())));
-  ASSERT_TRUE(UnaryF32Simd(OpCode::kExp, mixed.data(), general.data(), static_cast<int64_t>(mixed.size())));
-  for (size_t i = 0, j = 0; i < grid.size(); ++i, ++j) {
-    if (i % 3 == 0) ++j;
-    ASSERT_EQ(mixed[j], grid[i]);
-    ASSERT_EQ(std::memcmp(&fast[i], &general[j], sizeof(float)), 0)
-        << "exp(" << grid[i] << "): " << fast[i] << " vs " << general[j];
+  for (float other : {-200.0f, -kInf, -95.0f}) {
+    SCOPED_TRACE(other);
+    std::vector<float> mixed;
+    for (size_t i = 0; i < grid.size(); ++i) {
+      if (i % 3 == 0) mixed.push_back(other);
+      mixed.push_back(grid[i]);
+    }
+    std::vector<float> general(mixed.size());
+    ASSERT_TRUE(UnaryF32Simd(OpCode::kExp, mixed.data(), general.data(), static_cast<int64_t>(mixed.size())));
+    for (size_t i = 0, j = 0; i < grid.size(); ++i, ++j) {
+      if (i % 3 == 0) {  // the other lane: 0, or exp(-95) (subnormal, within one of its ulps)
+        EXPECT_NEAR(general[j], std::exp(static_cast<double>(other)), 1.5e-45);
+        ++j;
+      }
+      ASSERT_EQ(mixed[j], grid[i]);
+      ASSERT_EQ(std::memcmp(&fast[i], &general[j], sizeof(float)), 0)
+          << "exp(" << grid[i] << "): " << fast[i] << " vs " << general[j];
+    }
   }
 }
 
