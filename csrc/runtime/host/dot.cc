@@ -154,16 +154,26 @@ StatusOr<bool> RunMatmulHere(const MatmulProblem& p, void* a, void* b, void* c) 
   OneDnnOnThisThread one;
   dnnl::memory::dims adims = {p.nb, p.m, p.k}, bdims = {p.nb, p.k, p.n}, cdims = {p.nb, p.m, p.n};
   dnnl::memory::dims cstr = p.cstr.empty() ? dnnl::memory::dims{p.m * p.n, p.n, 1} : p.cstr;
-  std::vector<int64_t> exact = {p.nb,     p.m,      p.k,      p.n,     p.astr[0], p.astr[1], p.astr[2],
-                                p.bstr[0], p.bstr[1], p.bstr[2], cstr[0], cstr[1],   cstr[2],
+  dnnl::memory::dims astr = p.astr, bstr = p.bstr;
+  if (p.nb == 1) {
+    // Note [Batch stride of one matrix]: a batch of one addresses no second matrix, but oneDNN
+    // (2.6) takes a batch stride other than the matrix's own span for a strided layout and then
+    // passes over its brgemm kernels (AMX for bfloat16: a part of a split product, whose batch
+    // strides are the whole product's, ran 3x slower than the whole on one thread). The stride
+    // becomes the span.
+    auto span = [](const dnnl::memory::dims& st, int64_t d1, int64_t d2) { return std::max(d1 * st[1], d2 * st[2]); };
+    astr[0] = span(astr, p.m, p.k), bstr[0] = span(bstr, p.k, p.n), cstr[0] = span(cstr, p.m, p.n);
+  }
+  std::vector<int64_t> exact = {p.nb,    p.m,     p.k,     p.n,     astr[0], astr[1], astr[2],
+                                bstr[0], bstr[1], bstr[2], cstr[0], cstr[1], cstr[2],
                                 static_cast<int64_t>(p.dt), static_cast<int64_t>(p.odt)};
   Engine& e = GetEngine();
   std::shared_ptr<MatmulEntry> entry = e.cache.Find(exact);
   if (!entry) {
     auto made = std::make_shared<MatmulEntry>();
     try {
-      made->amd = md(adims, p.dt, p.astr);
-      made->bmd = md(bdims, p.dt, p.bstr);
+      made->amd = md(adims, p.dt, astr);
+      made->bmd = md(bdims, p.dt, bstr);
       made->cmd = md(cdims, p.odt, cstr);
       dnnl::matmul::desc desc(made->amd, made->bmd, made->cmd);
       dnnl::matmul::primitive_desc pd(desc, UserScratchpad(), e.engine);
