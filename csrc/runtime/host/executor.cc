@@ -286,8 +286,13 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
     const View& out = result_views[r];
     const char *lo, *hi;
     ViewExtent(out, &lo, &hi);
-    bool fused = e.steps[producer_step[v]].kind == StepKind::kFused;
-    bool safe = (fused && !reshaped) || out.IsContiguous();
+    const Step& made_by = e.steps[producer_step[v]];
+    bool fused = made_by.kind == StepKind::kFused;
+    // A fused region writes any layout; so does a convolution (channels-last is oneDNN's own
+    // layout, which a contiguous temp turned into a reorder to plain and a copy back per call;
+    // a layout it cannot address it computes plain and copies itself, RunConvolution).
+    bool any_layout = fused || (made_by.kind == StepKind::kKernel && g.ops[made_by.index].code == OpCode::kConvolution);
+    bool safe = (any_layout && !reshaped) || out.IsContiguous();
     if (safe) param_extents.ForEachOverlap(lo, hi, [&](int p) {
       // A result bound over a parameter (an in-place update) is written there by a fused region
       // when every step that reads the parameter's memory runs before the region, or is the
