@@ -63,6 +63,15 @@ def test_embedding_backward(mode, no_fallback, dtype, padding_idx, scale):
     check_same(fn, w, i, g, **tol)
 
 
+@pytest.mark.parametrize("padding_idx", [-1, 5, 9])
+def test_embedding_backward_padding_index_no_row_has(mode, no_fallback, padding_idx):
+    # -1 (no padding), the table's size and past it: no index can be the padding row, and the
+    # rows are added without a mask
+    grad = make((4, 3))
+    i = idx([1, 3, 1, 0])
+    check_same(lambda g, i: torch.ops.aten.embedding_dense_backward(g, i, 5, padding_idx, False), grad, i)
+
+
 def test_embedding_backward_int32_indices(mode, no_fallback):
     grad = make((4, 3))
     i = idx([1, 3, 1, 0], torch.int32)

@@ -161,7 +161,9 @@ StatusOr<bool> RunMatmulHere(const MatmulProblem& p, void* a, void* b, void* c) 
     // passes over its brgemm kernels (AMX for bfloat16: a part of a split product, whose batch
     // strides are the whole product's, ran 3x slower than the whole on one thread). The stride
     // becomes the span.
-    auto span = [](const dnnl::memory::dims& st, int64_t d1, int64_t d2) { return std::max(d1 * st[1], d2 * st[2]); };
+    auto span = [](const dnnl::memory::dims& st, int64_t d1, int64_t d2) {
+      return std::max<int64_t>({1, d1 * st[1], d2 * st[2]});
+    };
     astr[0] = span(astr, p.m, p.k), bstr[0] = span(bstr, p.k, p.n), cstr[0] = span(cstr, p.m, p.n);
   }
   std::vector<int64_t> exact = {p.nb,    p.m,     p.k,     p.n,     astr[0], astr[1], astr[2],

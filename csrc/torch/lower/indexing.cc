@@ -366,16 +366,21 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Ten
   }
   int idx = b.Reshape(l.Input(indices, at::kLong), {n});
   int rows = b.Reshape(l.Input(grad_output, ct), {n, width});
-  int keep = b.Compare(CompareDirection::kNE, idx, b.BroadcastTo(l.Scalar(padding_idx, at::kLong), {n}));
-  int scale = b.Convert(keep, ToDType(ct));
   int vec = b.Reshape(idx, {n, 1});
-  if (scale_grad_by_freq) {
-    int counts = b.BroadcastTo(b.Constant(0, ToDType(ct)), {num_weights});
-    counts = b.Scatter(counts, vec, b.ScalarLike(1, scale), {}, {0}, {0}, ReduceKind::kAdd, /*checked=*/true);
-    int per_row = b.Gather(counts, vec, {}, {0}, {0}, {1}, /*checked=*/true);
-    scale = b.Binary(OpCode::kDivide, scale, per_row);
+  // Without a padding row (padding_idx -1, or any value no valid index has: an index out of range
+  // fails the checked scatter either way) and frequency scaling, the rows are added as they are:
+  // the mask's multiply by one was a pass over the whole gradient.
+  if (scale_grad_by_freq || (padding_idx >= 0 && padding_idx < num_weights)) {
+    int keep = b.Compare(CompareDirection::kNE, idx, b.BroadcastTo(l.Scalar(padding_idx, at::kLong), {n}));
+    int scale = b.Convert(keep, ToDType(ct));
+    if (scale_grad_by_freq) {
+      int counts = b.BroadcastTo(b.Constant(0, ToDType(ct)), {num_weights});
+      counts = b.Scatter(counts, vec, b.ScalarLike(1, scale), {}, {0}, {0}, ReduceKind::kAdd, /*checked=*/true);
+      int per_row = b.Gather(counts, vec, {}, {0}, {0}, {1}, /*checked=*/true);
+      scale = b.Binary(OpCode::kDivide, scale, per_row);
+    }
+    rows = b.Binary(OpCode::kMultiply, rows, b.BroadcastInDim(scale, {n, width}, {0}));
   }
-  rows = b.Binary(OpCode::kMultiply, rows, b.BroadcastInDim(scale, {n, width}, {0}));
   int r = b.Scatter(zeros, vec, rows, {1}, {0}, {0}, ReduceKind::kAdd, /*checked=*/true);
   l.Output(r, grad_weight);
   l.CaptureLocation();
