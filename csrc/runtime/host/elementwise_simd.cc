@@ -9,6 +9,7 @@
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "runtime/host/no_contract-inl.h"
+#include "runtime/host/exp_log-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tpu::host {
@@ -52,66 +53,6 @@ HWY_INLINE V ExpEdges(D d, V v, V r, float below_value) {
   r = hn::IfThenElse(hn::Lt(v, hn::Set(d, -104.0f)), hn::Set(d, below_value), r);
   return hn::IfThenElse(hn::IsNaN(v), v, r);
 }
-// c[0] x^(N-1) + ... + c[N-1] by Horner's rule (coefficients highest degree first), each scaled by
-// `scale` (1 or a power of two: exact).
-template <class D, class V, size_t N>
-HWY_INLINE V Horner(D d, V x, const float (&c)[N], float scale = 1.0f) {
-  V p = hn::Set(d, scale * c[0]);
-  for (size_t k = 1; k < N; ++k) p = hn::MulAdd(p, x, hn::Set(d, scale * c[k]));
-  return p;
-}
-
-// e^r for |r| <= ln2/2 (a little more): degree 6, least squares on Chebyshev nodes, within
-// 1.05 ulp in float32 with its rounding.
-constexpr float kExpPoly[] = {0.0013746218755841255f, 0.008370347321033478f, 0.04166976362466812f,
-                              0.16666506230831146f, 0.49999988079071045f, 1.0f, 1.0f};
-
-// t = n ln2 + r, n = round(t / ln2) by the 1.5 * 2^23 rounding trick: returns r and sets k, whose
-// low mantissa bits hold n (|n| < 2^22).
-template <class D, class V>
-HWY_INLINE V ExpReduce(D d, V t, V* k) {
-  *k = hn::MulAdd(t, hn::Set(d, 1.44269504088896341f), hn::Set(d, 12582912.0f));
-  const V n = hn::Sub(*k, hn::Set(d, 12582912.0f));
-  return hn::MulAdd(n, hn::Set(d, -1.428606765330187e-06f), hn::MulAdd(n, hn::Set(d, -0.693145751953125f), t));
-}
-
-// exp with IEEE results everywhere (overflow inf, underflow to subnormals and 0, NaN), in place
-// of Highway's Exp plus ExpEdges (the exp op on (4096, 1024) float32 went from 1.21 ms to about
-// 0.7-0.9 ms): ExpReduce, the polynomial, and 2^n applied in two halves so that results down to
-// the subnormals (n >= -150) and up to FLT_MAX (n <= 128) come out exact.
-template <class D, class V>
-HWY_INLINE V IeeeExp(D d, V v) {
-  const hn::RebindToSigned<D> di;
-  V k;
-  // A vector wholly within [-86, 87] (softmax's shifted logits, mostly) needs no edges, and its
-  // results are normal: 2^n in one step, by adding n to the exponent bits (-124 <= n <= 126, so
-  // p * 2^n stays normal for p in [0.7, 1.42]), exact like the two halves' multiplies below, so
-  // the same bits, in half the operations.
-  // Lanes below -104 (a masked softmax's -inf) join it as 0, computing exp(0) meanwhile, as below.
-  const auto in_range = hn::And(hn::Ge(v, hn::Set(d, -86.0f)), hn::Le(v, hn::Set(d, 87.0f)));
-  auto short_path = [&](V t) {
-    const V p = Horner(d, ExpReduce(d, t, &k), kExpPoly);
-    return hn::BitCast(d, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::BitCast(di, k))));
-  };
-  if (HWY_LIKELY(hn::AllTrue(d, in_range))) return short_path(v);
-  const auto zero = hn::Lt(v, hn::Set(d, -104.0f));
-  if (hn::AllTrue(d, hn::Or(in_range, zero))) return hn::IfThenZeroElse(zero, short_path(hn::IfThenZeroElse(zero, v)));
-  // Lanes below -104 (softmax's masked -inf) give 0 below; they compute exp(0) meanwhile (so no
-  // lower clamp), not exp(-104), whose scaling by 2^n underflows: each subnormal or underflowing
-  // multiply is a microcode assist of ~100 cycles on x86 (a causal attention softmax, half its
-  // inputs -inf, ran 2.6x slower than one without them).
-  const V r = ExpReduce(d, hn::IfThenZeroElse(hn::Lt(v, hn::Set(d, -104.0f)), hn::Min(v, hn::Set(d, 88.8f))), &k);
-  const V p = Horner(d, r, kExpPoly);
-  const auto ni = hn::Sub(hn::BitCast(di, k), hn::BitCast(di, hn::Set(d, 12582912.0f)));
-  const auto n1 = hn::ShiftRight<1>(ni);  // (arithmetic: n / 2 rounded down)
-  const auto bias = hn::Set(di, 127);
-  const V s1 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n1, bias)));
-  const V s2 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::Sub(ni, n1), bias)));
-  V y = hn::Mul(hn::Mul(p, s1), s2);
-  y = hn::IfThenElse(hn::Ge(v, hn::Set(d, 88.72283935546875f)), hn::Set(d, std::numeric_limits<float>::infinity()), y);
-  y = hn::IfThenZeroElse(hn::Lt(v, hn::Set(d, -104.0f)), y);
-  return hn::IfThenElse(hn::IsNaN(v), v, y);
-}
 // scale * exp(t) for t in [-18, 0] (erf, gelu): IeeeExp without its clamps, edges and two-step
 // scaling, none of which this range needs: 2^n by adding n to the exponent bits (n >= -26, so
 // the result stays normal).
@@ -125,16 +66,6 @@ HWY_INLINE V ScaledExpNonPositive(D d, V t, float scale) {
 
 template <class D, class V>
 HWY_INLINE V IeeeExpm1(D d, V v) { return ExpEdges(d, v, hn::Expm1(d, v), -1.0f); }
-// log(x) for Log, log(1 + x) for Log1p: `pole` is where the result is -inf, below it NaN.
-template <class D, class V>
-HWY_INLINE V LogEdges(D d, V v, V r, float pole) {
-  const V inf = hn::Set(d, std::numeric_limits<float>::infinity());
-  r = hn::IfThenElse(hn::Eq(v, inf), inf, r);
-  r = hn::IfThenElse(hn::Eq(v, hn::Set(d, pole)), hn::Neg(inf), r);
-  return hn::IfThenElse(hn::Not(hn::Ge(v, hn::Set(d, pole))), hn::Set(d, std::numeric_limits<float>::quiet_NaN()), r);
-}
-template <class D, class V>
-HWY_INLINE V IeeeLog(D d, V v) { return LogEdges(d, v, hn::Log(d, v), 0.0f); }
 template <class D, class V>
 HWY_INLINE V IeeeLog1p(D d, V v) { return LogEdges(d, v, hn::Log1p(d, v), -1.0f); }
 
@@ -295,34 +226,12 @@ void ShiftExpF32(const float* x, float m, float* s, float* e, int64_t n) {
   }
 }
 
-// a[i] / b for a float b, the bits of a division without one per vector (a divide's throughput
-// is a tenth of a multiply's, and softmax divides every element by its row's total). With r = 1/b
-// rounded, q = a * r is within an ulp of a / b, the remainder a - q * b is exact in one fused
-// multiply-add, and q + remainder * r rounds to the correctly rounded quotient (Markstein's
-// theorem; elementwise_simd_test.cc checks it against division bit for bit). It needs b and 1/b
-// normal and no underflow in the remainder: a vector with a lane whose a or quotient is below
-// 2^-100 (but zero), or whose quotient is not finite, divides, and so do other divisors (and
-// targets without FMA). A zero remainder keeps q (an exact quotient, and a zero's sign).
+// a[i] / b (Note [Division by a scalar], exp_log-inl.h).
 void DivideByScalar(const float* a, float b, float* out, int64_t n) {
   const hn::ScalableTag<float> d0;
-  const float ab = std::fabs(b), lo = std::numeric_limits<float>::min();
-  const auto vb = hn::Set(d0, b);
-  // (Without a fused multiply-add the remainder is rounded: divide.)
-  if (!HWY_NATIVE_FMA || !(ab >= lo && ab <= 1.0f / lo)) {  // (NaN too)
-    Map1(a, out, n, [&](auto d, auto v) { return hn::Div(v, vb); });
-    return;
-  }
-  const auto vr = hn::Set(d0, 1.0f / b), tiny = hn::Set(d0, 0x1p-100f);
-  const auto vmax = hn::Set(d0, std::numeric_limits<float>::max());
-  Map1(a, out, n, [&](auto d, auto v) {
-    const auto q = hn::Mul(v, vr);
-    const auto aq = hn::Abs(q);
-    const auto ok = hn::Or(hn::Eq(v, hn::Zero(d)),
-                           hn::And(hn::And(hn::Ge(hn::Abs(v), tiny), hn::Ge(aq, tiny)), hn::Le(aq, vmax)));
-    if (HWY_UNLIKELY(!hn::AllTrue(d, ok))) return hn::Div(v, vb);
-    const auto rem = hn::NegMulAdd(q, vb, v);
-    return hn::IfThenElse(hn::Eq(rem, hn::Zero(d)), q, hn::MulAdd(rem, vr, q));
-  });
+  const bool usable = ScalarQuotientUsable(b);
+  const auto vb = hn::Set(d0, b), vr = hn::Set(d0, usable ? 1.0f / b : 1.0f);
+  Map1(a, out, n, [&](auto d, auto v) { return QuotientByScalar(d, v, vb, vr, usable); });
 }
 
 // out[i] = (x[i] - a) - b, two subtractions rounded as the ops round them.

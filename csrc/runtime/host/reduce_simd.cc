@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "runtime/host/reduce_simd.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "runtime/host/exp_log-inl.h"
 #include "runtime/host/no_contract-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -291,6 +293,55 @@ float MaxF32RowImpl(const float* x, int64_t n, float acc, bool is_max) {
   return acc;
 }
 
+// Note [Softmax row groups]: softmax / log-softmax of cnt <= kSumRowGroup contiguous float rows of
+// n, as the separate kernels compute them (so the same bits): m = max(x); e = exp(x - m), summed
+// by Note [Float sums] (RowSums); softmax: y = e / total, the exponentials stored in y as they are
+// summed and divided there in place; log: y = (x - m) - log(total) from x again. One call per
+// group: x is read two or three times while L1/L2 holds it and y written once or twice, where
+// the separate kernels also stored the exponentials in a buffer and read them back, with a call
+// per row for each step. y may be x.
+void SoftmaxGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, int64_t n, bool log) {
+  const hn::CappedTag<float, 16> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  float m[kSumRowGroup];
+  for (int64_t k = 0; k < cnt; ++k) m[k] = MaxF32RowImpl(x[k], n, -std::numeric_limits<float>::infinity(), true);
+  // An element past the last whole vector: its exp as a whole vector computes it (the separate
+  // kernels' tails go through a padded vector).
+  auto exp1 = [&](float t) { return hn::GetLane(IeeeExp(d, hn::Set(d, t))); };
+  HWY_ALIGN float lanes[16 * kSumRowGroup];
+  double sums[kSumRowGroup];
+  RowSums(
+      d, cnt, n,
+      [&](auto dv, int64_t k, int64_t i) {
+        const auto e = IeeeExp(dv, hn::Sub(hn::LoadU(dv, x[k] + i), hn::Set(dv, m[k])));
+        if (!log) hn::StoreU(e, dv, y[k] + i);
+        return e;
+      },
+      [&](int64_t k, int64_t i) {
+        const float e = exp1(x[k][i] - m[k]);
+        if (!log) y[k][i] = e;
+        return e;
+      },
+      lanes, sums);
+  for (int64_t k = 0; k < cnt; ++k) {
+    const float total = static_cast<float>(0.0 + sums[k]);
+    float* yr = y[k];
+    int64_t i = 0;
+    if (!log) {
+      const bool usable = ScalarQuotientUsable(total);
+      const auto vb = hn::Set(d, total), vr = hn::Set(d, usable ? 1.0f / total : 1.0f);
+      for (; i + N <= n; i += N) hn::StoreU(QuotientByScalar(d, hn::LoadU(d, yr + i), vb, vr, usable), d, yr + i);
+      for (; i < n; ++i) yr[i] = yr[i] / total;
+    } else {
+      const float l = hn::GetLane(IeeeLog(d, hn::Set(d, total)));
+      const float* xr = x[k];
+      const auto vm = hn::Set(d, m[k]), vl = hn::Set(d, l);
+      for (; i + N <= n; i += N) hn::StoreU(hn::Sub(hn::Sub(hn::LoadU(d, xr + i), vm), vl), d, yr + i);
+      for (; i < n; ++i) yr[i] = (xr[i] - m[k]) - l;
+    }
+  }
+}
+
 void AddF32ColsImpl(const float* x, double* acc, int64_t n) {
   const hn::ScalableTag<double> d64;
   const hn::Rebind<float, decltype(d64)> d32;
@@ -380,6 +431,7 @@ HWY_EXPORT(AddF32LanesImpl);
 HWY_EXPORT(SumF32RowGroupImpl);
 HWY_EXPORT(LayerNormGroupF32Impl);
 HWY_EXPORT(RmsNormGroupF32Impl);
+HWY_EXPORT(SoftmaxGroupF32Impl);
 HWY_EXPORT(AddF32ColsFloatImpl);
 HWY_EXPORT(AddF32ColsBlockImpl);
 HWY_EXPORT(MaxF32RowImpl);
@@ -441,6 +493,9 @@ void LayerNormGroupF32(const float* const* x, float* const* y, int64_t cnt, int6
 void RmsNormGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_t n, const float* w, float eps,
                      float* rs) {
   HWY_DYNAMIC_DISPATCH(RmsNormGroupF32Impl)(x, y, cnt, n, w, eps, rs);
+}
+void SoftmaxGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_t n, bool log) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxGroupF32Impl)(x, y, cnt, n, log);
 }
 void SumF32RowGroup(const float* const* rows, int64_t cnt, int64_t n, double* out) {
   if (n <= LaneSum::kBlock) return HWY_DYNAMIC_DISPATCH(SumF32RowGroupImpl)(rows, cnt, n, out);

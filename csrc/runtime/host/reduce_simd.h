@@ -38,6 +38,9 @@ void LayerNormGroupF32(const float* const* x, float* const* y, int64_t cnt, int6
 // RMS norm: y[k] = x[k] * rs[k] (* w), rs[k] = 1 / sqrt(sum(x[k]^2) / n + eps). y may be x.
 void RmsNormGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_t n, const float* w, float eps,
                      float* rs);
+// Note [Softmax row groups] (reduce_simd.cc): softmax (log: log-softmax) of cnt <= kSumRowGroup
+// contiguous float rows of n, row k from x[k] to y[k] (y may be x).
+void SoftmaxGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_t n, bool log);
 // lanes[j] += x[16 g + j] for g < groups, j < 16.
 void AddF32Lanes(const float* x, int64_t groups, float* lanes);
 // acc[j] += x[j] in float, j < n.

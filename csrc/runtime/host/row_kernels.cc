@@ -236,7 +236,23 @@ Status SoftmaxRows(const View& x, int dim, bool log, const View& y) {
   // Rows go in groups of kSumRowGroup (Note [Row groups]): each row's exponentials into the
   // group's scratch, the group's sums in one call, then each row's result.
   const int64_t G = GroupRows(n);
+  // Float32 rows read and written in place: a group in one call (Note [Softmax row groups]).
+  auto in_place = [](const RowSet& v) { return v.dtype == DType::kF32 && (v.stride == 1 || v.n == 1); };
+  const bool direct = in_place(X) && in_place(Y);
   ForRows(X.rows, n, 1 + 2 * G, [&](int64_t r0, int64_t r1, float* buf) {
+    if (direct) {
+      const float* xr[kSumRowGroup];
+      float* yr[kSumRowGroup];
+      for (int64_t g0 = r0; g0 < r1; g0 += G) {
+        const int64_t cnt = std::min(G, r1 - g0);
+        for (int64_t k = 0; k < cnt; ++k) {
+          xr[k] = reinterpret_cast<const float*>(X.Row(g0 + k));
+          yr[k] = reinterpret_cast<float*>(Y.Row(g0 + k));
+        }
+        SoftmaxGroupF32(xr, yr, cnt, n, log);
+      }
+      return;
+    }
     float* xbuf = buf;          // an input row converted to float (log: a result row's buffer)
     float* ebuf = buf + n;      // the group's exponentials, row k at ebuf + k * n
     float* sbuf = buf + (1 + G) * n;  // log: the group's input rows converted to float

@@ -88,10 +88,11 @@ TEST(RowKernelsTest, SoftmaxEqualsTheIrChainExactly) {
   // The chain softmax.cc builds, run by the executor op by op (its shifted values are also a
   // result, so the planner keeps the chain: Note [Row chains]); the fused kernel must give the
   // same bits. And planned whole, the chain runs as the kernel (planner_test.cc checks the step).
-  // Rows of 64 go in groups of 16 (Note [Row groups]; 97 rows end in a partial group), rows of
-  // 1000 one at a time.
+  // Rows of 64 and 100 go in groups of 16 (Note [Row groups]; 97 rows end in a partial group),
+  // rows of 1000 and 3000 one at a time (3000: more than a lane block); 100, 1000 and 3000 end
+  // past their last whole group of 16.
   const int64_t R = 97;
-  for (int64_t N : {1000, 64}) {
+  for (int64_t N : {1000, 64, 100, 3000}) {
     SCOPED_TRACE(N);
     std::vector<float> x = Values(R * N, 3, 10.0f), y(R * N), want(R * N), shifted(R * N), planned(R * N);
     for (bool log : {false, true}) {
