@@ -342,6 +342,40 @@ void SoftmaxGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, in
   }
 }
 
+// The backward of cnt <= kSumRowGroup contiguous float rows in one call, as the separate kernels
+// compute it (the same bits): s = the Note [Float sums] total of g (log) or of g * y (softmax, each
+// product rounded before it is added), then log: dx = g - exp(y) * s (the product rounded), softmax:
+// dx = y * (g - s). dx may be g or y.
+void SoftmaxBackwardGroupF32Impl(const float* const* g, const float* const* y, float* const* dx, int64_t cnt,
+                                 int64_t n, bool log) {
+  const hn::CappedTag<float, 16> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  HWY_ALIGN float lanes[16 * kSumRowGroup];
+  double sums[kSumRowGroup];
+  RowSums(
+      d, cnt, n,
+      [&](auto dv, int64_t k, int64_t i) {
+        const auto gv = hn::LoadU(dv, g[k] + i);
+        return log ? gv : Rounded(hn::Mul(gv, hn::LoadU(dv, y[k] + i)));
+      },
+      [&](int64_t k, int64_t i) { return log ? g[k][i] : RoundedScalar(g[k][i] * y[k][i]); }, lanes, sums);
+  for (int64_t k = 0; k < cnt; ++k) {
+    const float s = static_cast<float>(0.0 + sums[k]);
+    const float *gr = g[k], *yr = y[k];
+    float* o = dx[k];
+    const auto vs = hn::Set(d, s);
+    int64_t i = 0;
+    if (log) {
+      for (; i + N <= n; i += N)
+        hn::StoreU(hn::Sub(hn::LoadU(d, gr + i), Rounded(hn::Mul(IeeeExp(d, hn::LoadU(d, yr + i)), vs))), d, o + i);
+      for (; i < n; ++i) o[i] = gr[i] - RoundedScalar(hn::GetLane(IeeeExp(d, hn::Set(d, yr[i]))) * s);
+    } else {
+      for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, yr + i), hn::Sub(hn::LoadU(d, gr + i), vs)), d, o + i);
+      for (; i < n; ++i) o[i] = yr[i] * (gr[i] - s);
+    }
+  }
+}
+
 void AddF32ColsImpl(const float* x, double* acc, int64_t n) {
   const hn::ScalableTag<double> d64;
   const hn::Rebind<float, decltype(d64)> d32;
@@ -432,6 +466,7 @@ HWY_EXPORT(SumF32RowGroupImpl);
 HWY_EXPORT(LayerNormGroupF32Impl);
 HWY_EXPORT(RmsNormGroupF32Impl);
 HWY_EXPORT(SoftmaxGroupF32Impl);
+HWY_EXPORT(SoftmaxBackwardGroupF32Impl);
 HWY_EXPORT(AddF32ColsFloatImpl);
 HWY_EXPORT(AddF32ColsBlockImpl);
 HWY_EXPORT(MaxF32RowImpl);
@@ -496,6 +531,10 @@ void RmsNormGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_
 }
 void SoftmaxGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_t n, bool log) {
   HWY_DYNAMIC_DISPATCH(SoftmaxGroupF32Impl)(x, y, cnt, n, log);
+}
+void SoftmaxBackwardGroupF32(const float* const* g, const float* const* y, float* const* dx, int64_t cnt, int64_t n,
+                             bool log) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxBackwardGroupF32Impl)(g, y, dx, cnt, n, log);
 }
 void SumF32RowGroup(const float* const* rows, int64_t cnt, int64_t n, double* out) {
   if (n <= LaneSum::kBlock) return HWY_DYNAMIC_DISPATCH(SumF32RowGroupImpl)(rows, cnt, n, out);

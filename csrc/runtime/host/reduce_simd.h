@@ -41,6 +41,9 @@ void RmsNormGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_
 // Note [Softmax row groups] (reduce_simd.cc): softmax (log: log-softmax) of cnt <= kSumRowGroup
 // contiguous float rows of n, row k from x[k] to y[k] (y may be x).
 void SoftmaxGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_t n, bool log);
+// Its backward (reduce_simd.cc): dx[k] from the gradient g[k] and the output y[k] (dx may be either).
+void SoftmaxBackwardGroupF32(const float* const* g, const float* const* y, float* const* dx, int64_t cnt, int64_t n,
+                             bool log);
 // lanes[j] += x[16 g + j] for g < groups, j < 16.
 void AddF32Lanes(const float* x, int64_t groups, float* lanes);
 // acc[j] += x[j] in float, j < n.

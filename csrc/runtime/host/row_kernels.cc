@@ -24,12 +24,31 @@ namespace tpu::host {
 namespace {
 
 // The rows of a view: dims [first, last) as one strided run of n elements, the others as `outer`.
+// `outer` is coalesced (SetOuter): rows evenly spaced in memory (any contiguous tensor's) are one
+// axis, whose row address is a multiply; OffsetOf's divisions per axis, per row, cost a softmax's
+// short rows more than their arithmetic.
 struct RowSet {
   char* base = nullptr;
   DType dtype = DType::kF32;
-  int64_t n = 1, stride = 1, rows = 1;
+  int64_t n = 1, stride = 1, rows = 1, esize = 4;
   Axes outer;
-  char* Row(int64_t r) const { return base + OffsetOf(outer, outer.size(), r) * DTypeSize(dtype); }
+  char* Row(int64_t r) const {
+    if (outer.size() == 1) return base + r * outer[0].stride * esize;
+    return base + OffsetOf(outer, outer.size(), r) * esize;
+  }
+  // Sets the outer dims (size > 1, in order), merging neighbours that are one evenly strided run.
+  void SetOuter(const Axes& dims) {
+    outer.clear();
+    for (const Axis& a : dims) {
+      if (!outer.empty() && outer.back().stride == a.stride * a.size) {
+        outer.back() = {outer.back().size * a.size, a.stride};
+      } else {
+        outer.push_back(a);
+      }
+    }
+    rows = Count(outer, outer.size());
+    esize = DTypeSize(dtype);
+  }
 };
 
 bool Supported(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
@@ -64,9 +83,10 @@ Status Rows(const View& v, int first, int last, RowSet* out, const char* what) {
     have = true;
     s.n *= v.dims[d];
   }
+  Axes outer;
   for (int d = 0; d < rank; ++d)
-    if ((d < first || d >= last) && v.dims[d] != 1) s.outer.push_back({v.dims[d], v.strides[d]});
-  s.rows = Count(s.outer, s.outer.size());
+    if ((d < first || d >= last) && v.dims[d] != 1) outer.push_back({v.dims[d], v.strides[d]});
+  s.SetOuter(outer);
   *out = std::move(s);
   return Status::Ok();
 }
@@ -112,8 +132,10 @@ Status PerRow(const View& v, const View& x, int first, int last, RowSet* out, co
   RowSet s;
   s.base = static_cast<char*>(v.data);
   s.dtype = v.dtype;
-  for (size_t d = 0; d < v.dims.size(); ++d) s.outer.push_back({v.dims[d], v.strides[d]});
-  s.rows = Count(s.outer, s.outer.size());
+  Axes outer;
+  for (size_t d = 0; d < v.dims.size(); ++d)
+    if (v.dims[d] != 1) outer.push_back({v.dims[d], v.strides[d]});
+  s.SetOuter(outer);
   *out = std::move(s);
   return Status::Ok();
 }
@@ -305,7 +327,24 @@ Status SoftmaxBackwardRows(const View& g, const View& y, int dim, bool log, cons
   // Rows in groups (Note [Row groups]): the sums (log: of g; softmax: of g * y) of a group in one
   // call, then each row in one pass.
   const int64_t R = GroupRows(n);
+  auto in_place = [](const RowSet& v) { return v.dtype == DType::kF32 && (v.stride == 1 || v.n == 1); };
+  const bool direct = in_place(G) && in_place(Y) && in_place(D);
   ForRows(G.rows, n, 3 * R + 1, [&](int64_t r0, int64_t r1, float* buf) {
+    if (direct) {  // float32 rows in place: a group in one call
+      const float* gr[kSumRowGroup];
+      const float* yr[kSumRowGroup];
+      float* dr[kSumRowGroup];
+      for (int64_t g0 = r0; g0 < r1; g0 += R) {
+        const int64_t cnt = std::min(R, r1 - g0);
+        for (int64_t k = 0; k < cnt; ++k) {
+          gr[k] = reinterpret_cast<const float*>(G.Row(g0 + k));
+          yr[k] = reinterpret_cast<const float*>(Y.Row(g0 + k));
+          dr[k] = reinterpret_cast<float*>(D.Row(g0 + k));
+        }
+        SoftmaxBackwardGroupF32(gr, yr, dr, cnt, n, log);
+      }
+      return;
+    }
     float* gbuf = buf;             // the group's gradient rows converted to float
     float* ybuf = buf + R * n;     // its output rows
     float* tbuf = buf + 2 * R * n; // softmax: g * y

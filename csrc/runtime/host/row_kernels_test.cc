@@ -235,36 +235,39 @@ TEST(RowKernelsTest, RmsNormChainPlannedAsARowStepEqualsTheChain) {
 
 TEST(RowKernelsTest, SoftmaxBackwardChainsPlannedAsRowStepsEqualTheChains) {
   // softmax.cc Backward, along a middle dim and the last: planned whole (one row step) and kept op
-  // by op (its sum is also a result) give the same bits.
-  for (int dim : {1, 2}) {
-    for (bool log : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << "dim " << dim << (log ? " log" : ""));
-      const Dims full{5, 40, 33};
-      Dims kept;
-      for (int d = 0; d < 3; ++d)
-        if (d != dim) kept.push_back(d);
-      std::vector<float> g = Values(5 * 40 * 33, 7), y = Values(5 * 40 * 33, 8, 0.5f), dx[2];
-      std::vector<float> sums(5 * 40 * 33);
-      for (int keep_chain = 0; keep_chain < 2; ++keep_chain) {
-        Builder b;
-        int pg = b.Param(T(F, full)), py = b.Param(T(F, full));
-        int sum = b.Reduce(log ? pg : b.Binary(OpCode::kMultiply, pg, py), b.Constant(0.0, F), {dim}, ReduceKind::kAdd);
-        int s = b.BroadcastInDim(sum, full, kept);
-        b.Result(log ? b.Binary(OpCode::kSubtract, pg, b.Binary(OpCode::kMultiply, b.Unary(OpCode::kExp, py), s))
-                     : b.Binary(OpCode::kMultiply, py, b.Binary(OpCode::kSubtract, pg, s)));
-        Dims sdims = full;
-        sdims.erase(sdims.begin() + dim);
-        if (keep_chain) b.Result(sum);
-        dx[keep_chain].resize(g.size());
-        auto params = Bindings(Bind(g, F, full), Bind(y, F, full));
-        Status st = keep_chain ? RunWithRowSteps(b, 0, std::move(params), Bindings(Bind(dx[1], F, full), Bind(sums, F, sdims)))
-                               : RunWithRowSteps(b, 1, std::move(params), Bindings(Bind(dx[0], F, full)));
-        ASSERT_TRUE(st.ok()) << st.ToString();
-      }
-      if (dim == 2) {
-        for (size_t i = 0; i < g.size(); ++i) ASSERT_EQ(dx[0][i], dx[1][i]) << i;
-      } else {  // along a middle dim the reduce kernel sums in another order
-        for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(dx[0][i], dx[1][i], 1e-5) << i;
+  // by op (its sum is also a result) give the same bits. Rows of 33 (a group's rows past a whole
+  // group of 16), 64 and 3000 (one at a time, more than a lane block).
+  for (const Dims& full : {Dims{5, 40, 33}, Dims{3, 20, 64}, Dims{2, 3, 3000}}) {
+    for (int dim : {1, 2}) {
+      for (bool log : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << DimsToString(full) << " dim " << dim << (log ? " log" : ""));
+        const int64_t total = full[0] * full[1] * full[2];
+        Dims kept;
+        for (int d = 0; d < 3; ++d)
+          if (d != dim) kept.push_back(d);
+        std::vector<float> g = Values(total, 7), y = Values(total, 8, 0.5f), dx[2];
+        std::vector<float> sums(total);
+        for (int keep_chain = 0; keep_chain < 2; ++keep_chain) {
+          Builder b;
+          int pg = b.Param(T(F, full)), py = b.Param(T(F, full));
+          int sum = b.Reduce(log ? pg : b.Binary(OpCode::kMultiply, pg, py), b.Constant(0.0, F), {dim}, ReduceKind::kAdd);
+          int s = b.BroadcastInDim(sum, full, kept);
+          b.Result(log ? b.Binary(OpCode::kSubtract, pg, b.Binary(OpCode::kMultiply, b.Unary(OpCode::kExp, py), s))
+                       : b.Binary(OpCode::kMultiply, py, b.Binary(OpCode::kSubtract, pg, s)));
+          Dims sdims = full;
+          sdims.erase(sdims.begin() + dim);
+          if (keep_chain) b.Result(sum);
+          dx[keep_chain].resize(g.size());
+          auto params = Bindings(Bind(g, F, full), Bind(y, F, full));
+          Status st = keep_chain ? RunWithRowSteps(b, 0, std::move(params), Bindings(Bind(dx[1], F, full), Bind(sums, F, sdims)))
+                                 : RunWithRowSteps(b, 1, std::move(params), Bindings(Bind(dx[0], F, full)));
+          ASSERT_TRUE(st.ok()) << st.ToString();
+        }
+        if (dim == 2) {
+          for (size_t i = 0; i < g.size(); ++i) ASSERT_EQ(dx[0][i], dx[1][i]) << i;
+        } else {  // along a middle dim the reduce kernel sums in another order
+          for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(dx[0][i], dx[1][i], 1e-5) << i;
+        }
       }
     }
   }
