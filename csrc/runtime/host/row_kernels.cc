@@ -168,9 +168,12 @@ void StoreOne(DType t, float f, char* p) {
 }
 
 // Row r of v as floats: v's own memory when it is contiguous float32, else converted into buf.
+// Whether v's rows are float32 runs that kernels read and write where they are.
+bool InPlace(const RowSet& v) { return v.dtype == DType::kF32 && (v.stride == 1 || v.n == 1); }
+
 const float* Read(const RowSet& v, int64_t r, float* buf) {
   const char* p = v.Row(r);
-  if (v.dtype == DType::kF32 && (v.stride == 1 || v.n == 1)) return reinterpret_cast<const float*>(p);
+  if (InPlace(v)) return reinterpret_cast<const float*>(p);
   if (v.dtype == DType::kBF16 && v.stride == 1) {
     Bf16ToF32(reinterpret_cast<const uint16_t*>(p), buf, v.n);
   } else {
@@ -182,7 +185,7 @@ const float* Read(const RowSet& v, int64_t r, float* buf) {
 
 // Where row r of v is computed: in place when contiguous float32, else in buf (then Flush).
 float* Target(const RowSet& v, int64_t r, float* buf) {
-  if (v.dtype == DType::kF32 && (v.stride == 1 || v.n == 1)) return reinterpret_cast<float*>(v.Row(r));
+  if (InPlace(v)) return reinterpret_cast<float*>(v.Row(r));
   return buf;
 }
 void Flush(const RowSet& v, int64_t r, const float* vals) {
@@ -259,8 +262,7 @@ Status SoftmaxRows(const View& x, int dim, bool log, const View& y) {
   // group's scratch, the group's sums in one call, then each row's result.
   const int64_t G = GroupRows(n);
   // Float32 rows read and written in place: a group in one call (Note [Softmax row groups]).
-  auto in_place = [](const RowSet& v) { return v.dtype == DType::kF32 && (v.stride == 1 || v.n == 1); };
-  const bool direct = in_place(X) && in_place(Y);
+  const bool direct = InPlace(X) && InPlace(Y);
   ForRows(X.rows, n, 1 + 2 * G, [&](int64_t r0, int64_t r1, float* buf) {
     if (direct) {
       const float* xr[kSumRowGroup];
@@ -327,8 +329,7 @@ Status SoftmaxBackwardRows(const View& g, const View& y, int dim, bool log, cons
   // Rows in groups (Note [Row groups]): the sums (log: of g; softmax: of g * y) of a group in one
   // call, then each row in one pass.
   const int64_t R = GroupRows(n);
-  auto in_place = [](const RowSet& v) { return v.dtype == DType::kF32 && (v.stride == 1 || v.n == 1); };
-  const bool direct = in_place(G) && in_place(Y) && in_place(D);
+  const bool direct = InPlace(G) && InPlace(Y) && InPlace(D);
   ForRows(G.rows, n, 3 * R + 1, [&](int64_t r0, int64_t r1, float* buf) {
     if (direct) {  // float32 rows in place: a group in one call
       const float* gr[kSumRowGroup];
