@@ -167,10 +167,10 @@ void StoreOne(DType t, float f, char* p) {
   }
 }
 
-// Row r of v as floats: v's own memory when it is contiguous float32, else converted into buf.
 // Whether v's rows are float32 runs that kernels read and write where they are.
 bool InPlace(const RowSet& v) { return v.dtype == DType::kF32 && (v.stride == 1 || v.n == 1); }
 
+// Row r of v as floats: v's own memory when it is contiguous float32, else converted into buf.
 const float* Read(const RowSet& v, int64_t r, float* buf) {
   const char* p = v.Row(r);
   if (InPlace(v)) return reinterpret_cast<const float*>(p);
