@@ -278,6 +278,12 @@ bool RunOp(const Graph& g, const Op& op, const void* const* in, void* out, int64
   return true;
 }
 
+// A register's first value (of rb bytes) spread over its n values.
+void SplatReg(char* t, int rb, int64_t n) {
+  if (rb == 8) SplatU64Simd(reinterpret_cast<uint64_t*>(t), n);
+  else SplatU32Simd(reinterpret_cast<uint32_t*>(t), n);
+}
+
 }  // namespace
 
 Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vector<View>& views) {
@@ -408,10 +414,7 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
       continue;
     }
     Load(operands[k].dtype, operands[k].base, 0, 1, t);
-    if (ClassOf(operands[k].dtype) == Rc::kF64 || ClassOf(operands[k].dtype) == Rc::kI64)
-      SplatU64Simd(reinterpret_cast<uint64_t*>(t), tile);
-    else
-      SplatU32Simd(reinterpret_cast<uint32_t*>(t), tile);
+    SplatReg(t, RegBytes(operands[k].dtype), tile);
   }
   // A tile: `m` rows of len / m elements each (m == 1 unless row_tiles), the first at `off`.
   auto run_tile = [&](const int64_t* off, int64_t m, int64_t len) {
@@ -440,8 +443,7 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
             // Broadcast along the row: load one element, splat (whole vectors: the fill was
             // most of group norm's affine on [16, 8, 12, 256], a splat per 256-element tile).
             Load(o.dtype, p + j * row_bytes, 0, 1, t);
-            if (rb == 8) SplatU64Simd(reinterpret_cast<uint64_t*>(t), row);
-            else SplatU32Simd(reinterpret_cast<uint32_t*>(t), row);
+            SplatReg(t, rb, row);
           }
         }
       }

@@ -53,17 +53,6 @@ HWY_INLINE V ExpEdges(D d, V v, V r, float below_value) {
   r = hn::IfThenElse(hn::Lt(v, hn::Set(d, -104.0f)), hn::Set(d, below_value), r);
   return hn::IfThenElse(hn::IsNaN(v), v, r);
 }
-// scale * exp(t) for t in [-18, 0] (erf, gelu): IeeeExp without its clamps, edges and two-step
-// scaling, none of which this range needs: 2^n by adding n to the exponent bits (n >= -26, so
-// the result stays normal).
-template <class D, class V>
-HWY_INLINE V ScaledExpNonPositive(D d, V t, float scale) {
-  const hn::RebindToSigned<D> di;
-  V k;
-  const V p = Horner(d, ExpReduce(d, t, &k), kExpPoly, scale);
-  return hn::BitCast(d, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::BitCast(di, k))));
-}
-
 template <class D, class V>
 HWY_INLINE V IeeeExpm1(D d, V v) { return ExpEdges(d, v, hn::Expm1(d, v), -1.0f); }
 template <class D, class V>
@@ -109,7 +98,7 @@ HWY_INLINE V Erf(D d, V x) {
   const V small = hn::Mul(x, p);
   const V u = hn::Mul(hn::Sub(hn::Min(ax, hn::Set(d, 4.0f)), hn::Set(d, 2.5f)), hn::Set(d, 1.0f / 1.5f));
   const V q = Horner(d, u, kErfLargePoly);
-  V large = hn::Sub(hn::Set(d, 1.0f), ScaledExpNonPositive(d, q, 1.0f));  // q in [-17.8, -1.8]
+  V large = hn::Sub(hn::Set(d, 1.0f), ScaledExpNormal(d, q, 1.0f));  // q in [-17.8, -1.8]
   large = hn::IfThenElse(hn::Gt(ax, hn::Set(d, 4.0f)), hn::Set(d, 1.0f), large);
   large = hn::CopySign(large, x);
   V r = hn::IfThenElse(hn::Lt(ax, hn::Set(d, 1.0f)), small, large);
@@ -138,7 +127,7 @@ HWY_INLINE V GeluErf(D d, V x) {
   const V az = hn::Min(hn::Abs(z), hn::Set(d, 4.0f));  // (Min(NaN, 4) may be 4: x stays NaN below)
   const V u = hn::MulAdd(az, hn::Set(d, 0.5f), hn::Set(d, -1.0f));
   const V s = Horner(d, u, kGeluErfcPoly);
-  const V e = ScaledExpNonPositive(d, hn::Mul(az, s), 0.5f);  // erfc(|z|) / 2; the argument is in [-17.8, 0]
+  const V e = ScaledExpNormal(d, hn::Mul(az, s), 0.5f);  // erfc(|z|) / 2; the argument is in [-17.8, 0]
   V phi = hn::IfThenElse(hn::Lt(z, hn::Zero(d)), hn::Sub(hn::Set(d, 1.0f), e), e);  // Phi(x)
   phi = hn::IfThenZeroElse(hn::Gt(z, hn::Set(d, 4.0f)), phi);  // x < -4 sqrt(2): x * 0 = -0
   return hn::IfThenZeroElse(hn::Eq(x, hn::Set(d, -std::numeric_limits<float>::infinity())), hn::Mul(x, phi));
@@ -158,15 +147,6 @@ void GeluErfBackwardF32(const float* x, const float* dy, float* out, int64_t n) 
     const auto pdf = hn::Mul(hn::Set(d, static_cast<float>(M_2_SQRTPI * M_SQRT1_2 * 0.5)), ex);
     return hn::Mul(g, hn::MulAdd(v, pdf, cdf));
   });
-}
-
-// A softmax backward row's last pass, as the separate ops compute it: log: g - exp(y) * s;
-// softmax: y * (g - s).
-void SoftmaxBackwardRowF32(const float* g, const float* y, float s, bool log, float* out, int64_t n) {
-  const hn::ScalableTag<float> d0;
-  const auto vs = hn::Set(d0, s);
-  if (log) Map2(g, y, out, n, [&](auto d, auto gv, auto yv) { return hn::Sub(gv, Rounded(hn::Mul(IeeeExp(d, yv), vs))); });
-  else Map2(g, y, out, n, [&](auto d, auto gv, auto yv) { return hn::Mul(yv, hn::Sub(gv, vs)); });
 }
 
 bool UnaryF32(int code_int, const float* a, float* out, int64_t n) {
@@ -232,24 +212,6 @@ void DivideByScalar(const float* a, float b, float* out, int64_t n) {
   const bool usable = ScalarQuotientUsable(b);
   const auto vb = hn::Set(d0, b), vr = hn::Set(d0, usable ? 1.0f / b : 1.0f);
   Map1(a, out, n, [&](auto d, auto v) { return QuotientByScalar(d, v, vb, vr, usable); });
-}
-
-// out[i] = (x[i] - a) - b, two subtractions rounded as the ops round them.
-void SubtractTwiceF32(const float* x, float a, float b, float* out, int64_t n) {
-  const hn::ScalableTag<float> d0;
-  const auto va = hn::Set(d0, a), vb = hn::Set(d0, b);
-  Map1(x, out, n, [&](auto d, auto v) { return hn::Sub(hn::Sub(v, va), vb); });
-}
-
-bool ScalarF32(int code_int, const float* a, float c, float* out, int64_t n) {
-  const hn::ScalableTag<float> d;
-  const auto vc = hn::Set(d, c);
-  switch (static_cast<OpCode>(code_int)) {
-    case OpCode::kSubtract: Map1(a, out, n, [&](auto d, auto v) { return hn::Sub(v, vc); }); return true;
-    case OpCode::kMultiply: Map1(a, out, n, [&](auto d, auto v) { return hn::Mul(v, vc); }); return true;
-    case OpCode::kDivide: DivideByScalar(a, c, out, n); return true;
-    default: return false;
-  }
 }
 
 bool BinaryF32(int code_int, const float* a, const float* b, float* out, int64_t n) {
@@ -383,11 +345,9 @@ HWY_EXPORT(UnaryF32);
 HWY_EXPORT(GeluErfF32);
 HWY_EXPORT(GeluErfBackwardF32);
 HWY_EXPORT(ShiftExpF32);
-HWY_EXPORT(SubtractTwiceF32);
+HWY_EXPORT(DivideByScalar);
 HWY_EXPORT(SplatU32);
 HWY_EXPORT(SplatU64);
-HWY_EXPORT(SoftmaxBackwardRowF32);
-HWY_EXPORT(ScalarF32);
 HWY_EXPORT(BinaryF32);
 HWY_EXPORT(CompareF32);
 HWY_EXPORT(CompareI64);
@@ -424,17 +384,11 @@ bool BinaryF32Simd(OpCode code, const float* a, const float* b, float* out, int6
 }
 void SplatU32Simd(uint32_t* r, int64_t n) { HWY_DYNAMIC_DISPATCH(SplatU32)(r, n); }
 void SplatU64Simd(uint64_t* r, int64_t n) { HWY_DYNAMIC_DISPATCH(SplatU64)(r, n); }
+void DivideByScalarF32Simd(const float* a, float b, float* out, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(DivideByScalar)(a, b, out, n);
+}
 void ShiftExpF32Simd(const float* x, float m, float* s, float* e, int64_t n) {
   HWY_DYNAMIC_DISPATCH(ShiftExpF32)(x, m, s, e, n);
-}
-void SubtractTwiceF32Simd(const float* x, float a, float b, float* out, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(SubtractTwiceF32)(x, a, b, out, n);
-}
-void SoftmaxBackwardRowF32Simd(const float* g, const float* y, float s, bool log, float* out, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(SoftmaxBackwardRowF32)(g, y, s, log, out, n);
-}
-bool ScalarF32Simd(OpCode code, const float* a, float c, float* out, int64_t n) {
-  return HWY_DYNAMIC_DISPATCH(ScalarF32)(static_cast<int>(code), a, c, out, n);
 }
 }  // namespace tpu::host
 #endif

@@ -20,16 +20,12 @@ bool CompareI64Simd(CompareDirection dir, const int64_t* a, const int64_t* b, in
 // s[i] = x[i] - m (s may be null: not stored) and e[i] = exp(x[i] - m), as the subtract and exp
 // ops compute them (e may be s).
 void ShiftExpF32Simd(const float* x, float m, float* s, float* e, int64_t n);
-// out[i] = (x[i] - a) - b, as two subtract ops compute it (log-softmax's result); out may be x.
-void SubtractTwiceF32Simd(const float* x, float a, float b, float* out, int64_t n);
 // r[i] = r[0] for 0 < i < n.
 void SplatU32Simd(uint32_t* r, int64_t n);
 void SplatU64Simd(uint64_t* r, int64_t n);
-// A softmax backward row given s (log: the gradient's sum; softmax: the sum of g * y), as the
-// separate ops compute it: log: g - exp(y) * s, softmax: y * (g - s); out may be g.
-void SoftmaxBackwardRowF32Simd(const float* g, const float* y, float s, bool log, float* out, int64_t n);
-// out[i] = a[i] <op> c for subtract, multiply, divide (false for other ops); out may be a.
-bool ScalarF32Simd(OpCode code, const float* a, float c, float* out, int64_t n);
+// out[i] = a[i] / b with a division's bits: Note [Division by a scalar] (exp_log-inl.h), which the
+// softmax group kernels use per vector; its test reads the bits through this.
+void DivideByScalarF32Simd(const float* a, float b, float* out, int64_t n);
 // out[i] = gelu(x[i]) (the erf form), in one pass: Note [Region composites]; out may be x.
 void GeluErfF32Simd(const float* x, float* out, int64_t n);
 // dy * gelu'(x), erf form (Note [Region composites]).

@@ -132,7 +132,7 @@ TEST(ElementwiseSimd, DivisionByAScalarGivesADivisionsBits) {
   for (int i = 0; i < 200; ++i) bs.push_back(static_cast<float>(next() % 1000003) / 997.0f + 1.0f);
   std::vector<float> out(a.size());
   for (float b : bs) {
-    ASSERT_TRUE(ScalarF32Simd(OpCode::kDivide, a.data(), b, out.data(), static_cast<int64_t>(a.size())));
+    DivideByScalarF32Simd(a.data(), b, out.data(), static_cast<int64_t>(a.size()));
     for (size_t i = 0; i < a.size(); ++i) {
       const float want = a[i] / b;
       if (std::isnan(want)) {

@@ -45,32 +45,39 @@ HWY_INLINE V ExpReduce(D d, V t, V* k) {
   return hn::MulAdd(n, hn::Set(d, -1.428606765330187e-06f), hn::MulAdd(n, hn::Set(d, -0.693145751953125f), t));
 }
 
+// scale * exp(t) where 2^n and the result are normal (t in [-86, 87], n in [-124, 126], so p * 2^n
+// stays normal for p in [0.7, 1.42]; scale 1 or a power of two): 2^n by adding n to the exponent
+// bits, exact like IeeeExp's two multiplies, without its edges. IeeeExp's short path; erf's and
+// gelu's exponentials (t in [-18, 0]).
+template <class D, class V>
+HWY_INLINE V ScaledExpNormal(D d, V t, float scale) {
+  const hn::RebindToSigned<D> di;
+  V k;
+  const V p = Horner(d, ExpReduce(d, t, &k), kExpPoly, scale);
+  return hn::BitCast(d, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::BitCast(di, k))));
+}
+
 // exp with IEEE results everywhere (overflow inf, underflow to subnormals and 0, NaN), in place
 // of Highway's Exp plus ExpEdges (the exp op on (4096, 1024) float32 went from 1.21 ms to about
 // 0.7-0.9 ms): ExpReduce, the polynomial, and 2^n applied in two halves so that results down to
 // the subnormals (n >= -150) and up to FLT_MAX (n <= 128) come out exact.
 template <class D, class V>
 HWY_INLINE V IeeeExp(D d, V v) {
-  const hn::RebindToSigned<D> di;
-  V k;
-  // A vector wholly within [-86, 87] (softmax's shifted logits, mostly) needs no edges, and its
-  // results are normal: 2^n in one step, by adding n to the exponent bits (-124 <= n <= 126, so
-  // p * 2^n stays normal for p in [0.7, 1.42]), exact like the two halves' multiplies below, so
-  // the same bits, in half the operations.
-  // Lanes below -104 (a masked softmax's -inf) join it as 0, computing exp(0) meanwhile, as below.
+  // A vector wholly within [-86, 87] (softmax's shifted logits, mostly) needs no edges and has
+  // normal results: ScaledExpNormal, the same bits in half the operations. Lanes below -104 (a
+  // masked softmax's -inf) join it as 0, computing exp(0) meanwhile.
   const auto in_range = hn::And(hn::Ge(v, hn::Set(d, -86.0f)), hn::Le(v, hn::Set(d, 87.0f)));
-  auto short_path = [&](V t) {
-    const V p = Horner(d, ExpReduce(d, t, &k), kExpPoly);
-    return hn::BitCast(d, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::BitCast(di, k))));
-  };
-  if (HWY_LIKELY(hn::AllTrue(d, in_range))) return short_path(v);
+  if (HWY_LIKELY(hn::AllTrue(d, in_range))) return ScaledExpNormal(d, v, 1.0f);
   const auto zero = hn::Lt(v, hn::Set(d, -104.0f));
-  if (hn::AllTrue(d, hn::Or(in_range, zero))) return hn::IfThenZeroElse(zero, short_path(hn::IfThenZeroElse(zero, v)));
+  const V v0 = hn::IfThenZeroElse(zero, v);
+  if (hn::AllTrue(d, hn::Or(in_range, zero))) return hn::IfThenZeroElse(zero, ScaledExpNormal(d, v0, 1.0f));
   // Otherwise lanes below -104 give 0 at the end; they compute exp(0) meanwhile (so no lower
   // clamp), not exp(-104), whose scaling by 2^n underflows: each subnormal or underflowing
   // multiply is a microcode assist of ~100 cycles on x86 (a causal attention softmax, half its
   // inputs -inf, ran 2.6x slower than one without them).
-  const V r = ExpReduce(d, hn::IfThenZeroElse(hn::Lt(v, hn::Set(d, -104.0f)), hn::Min(v, hn::Set(d, 88.8f))), &k);
+  const hn::RebindToSigned<D> di;
+  V k;
+  const V r = ExpReduce(d, hn::Min(v0, hn::Set(d, 88.8f)), &k);
   const V p = Horner(d, r, kExpPoly);
   const auto ni = hn::Sub(hn::BitCast(di, k), hn::BitCast(di, hn::Set(d, 12582912.0f)));
   const auto n1 = hn::ShiftRight<1>(ni);  // (arithmetic: n / 2 rounded down)
@@ -79,9 +86,12 @@ HWY_INLINE V IeeeExp(D d, V v) {
   const V s2 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::Sub(ni, n1), bias)));
   V y = hn::Mul(hn::Mul(p, s1), s2);
   y = hn::IfThenElse(hn::Ge(v, hn::Set(d, 88.72283935546875f)), hn::Set(d, std::numeric_limits<float>::infinity()), y);
-  y = hn::IfThenZeroElse(hn::Lt(v, hn::Set(d, -104.0f)), y);
+  y = hn::IfThenZeroElse(zero, y);
   return hn::IfThenElse(hn::IsNaN(v), v, y);
 }
+// exp of one float as a vector computes it (a row's elements past its last whole vector).
+template <class D>
+HWY_INLINE float IeeeExpOne(D d, float t) { return hn::GetLane(IeeeExp(d, hn::Set(d, t))); }
 // log(x) for Log, log(1 + x) for Log1p: `pole` is where the result is -inf, below it NaN.
 template <class D, class V>
 HWY_INLINE V LogEdges(D d, V v, V r, float pole) {

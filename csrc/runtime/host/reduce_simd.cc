@@ -120,23 +120,23 @@ HWY_INLINE void RowSums(D d, int64_t cnt, int64_t n, const Elem& elem, const Tai
   }
 }
 
-// Rows of n <= LaneSum::kBlock contiguous floats, row k at rows[k] (cnt <= kSumRowGroup): each
-// row's Note [Float sums] total.
+// Rows of n contiguous floats, row k at rows[k] (cnt <= kSumRowGroup): each row's Note [Float
+// sums] total.
 void SumF32RowGroupImpl(const float* const* rows, int64_t cnt, int64_t n, double* out) {
   const hn::CappedTag<float, 16> d;
   HWY_ALIGN float lanes[16 * kSumRowGroup];
-  RowLanes(
+  RowSums(
       d, cnt, n, [&](auto dv, int64_t k, int64_t i) { return hn::LoadU(dv, rows[k] + i); },
-      [&](int64_t k, int64_t i) { return rows[k][i]; }, lanes);
-  LaneTotals(lanes, cnt, out);
+      [&](int64_t k, int64_t i) { return rows[k][i]; }, lanes, out);
 }
 
 // Note [Norm row groups]: layer norm's and RMS norm's forward for a group of cnt <= kSumRowGroup
-// rows of n floats in one call (rows longer than a lane block summed block by block, RowSums): the operations of their IR chains (a sum, a
-// subtract, a square, a sum, multiplies and an add), in the same order with the same roundings,
-// so the same bits. The squares go straight into their sum's lanes (Note [Interleaved lane sums])
-// and the output is written once: x is read three times (L1/L2-resident for a group) and nothing
-// else is stored. A product that an add reads passes through Rounded() (no fused multiply-add).
+// rows of n floats in one call (rows longer than a lane block summed block by block, RowSums):
+// the operations of their IR chains (a sum, a subtract, a square, a sum, multiplies and an add),
+// in the same order with the same roundings, so the same bits. The squares go straight into
+// their sum's lanes (Note [Interleaved lane sums]) and the output is written once: x is read
+// three times (L1/L2-resident for a group) and nothing else is stored. A product that an add
+// reads passes through Rounded() (no fused multiply-add).
 void LayerNormGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, int64_t n, const float* w,
                            const float* b, float eps, float* mu, float* rs) {
   const hn::CappedTag<float, 16> d;
@@ -305,9 +305,6 @@ void SoftmaxGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, in
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   float m[kSumRowGroup];
   for (int64_t k = 0; k < cnt; ++k) m[k] = MaxF32RowImpl(x[k], n, -std::numeric_limits<float>::infinity(), true);
-  // An element past the last whole vector: its exp as a whole vector computes it (the separate
-  // kernels' tails go through a padded vector).
-  auto exp1 = [&](float t) { return hn::GetLane(IeeeExp(d, hn::Set(d, t))); };
   HWY_ALIGN float lanes[16 * kSumRowGroup];
   double sums[kSumRowGroup];
   RowSums(
@@ -318,7 +315,7 @@ void SoftmaxGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, in
         return e;
       },
       [&](int64_t k, int64_t i) {
-        const float e = exp1(x[k][i] - m[k]);
+        const float e = IeeeExpOne(d, x[k][i] - m[k]);
         if (!log) y[k][i] = e;
         return e;
       },
@@ -368,7 +365,7 @@ void SoftmaxBackwardGroupF32Impl(const float* const* g, const float* const* y, f
     if (log) {
       for (; i + N <= n; i += N)
         hn::StoreU(hn::Sub(hn::LoadU(d, gr + i), Rounded(hn::Mul(IeeeExp(d, hn::LoadU(d, yr + i)), vs))), d, o + i);
-      for (; i < n; ++i) o[i] = gr[i] - RoundedScalar(hn::GetLane(IeeeExp(d, hn::Set(d, yr[i]))) * s);
+      for (; i < n; ++i) o[i] = gr[i] - RoundedScalar(IeeeExpOne(d, yr[i]) * s);
     } else {
       for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, yr + i), hn::Sub(hn::LoadU(d, gr + i), vs)), d, o + i);
       for (; i < n; ++i) o[i] = yr[i] * (gr[i] - s);
@@ -537,8 +534,7 @@ void SoftmaxBackwardGroupF32(const float* const* g, const float* const* y, float
   HWY_DYNAMIC_DISPATCH(SoftmaxBackwardGroupF32Impl)(g, y, dx, cnt, n, log);
 }
 void SumF32RowGroup(const float* const* rows, int64_t cnt, int64_t n, double* out) {
-  if (n <= LaneSum::kBlock) return HWY_DYNAMIC_DISPATCH(SumF32RowGroupImpl)(rows, cnt, n, out);
-  for (int64_t k = 0; k < cnt; ++k) out[k] = SumF32Lanes(rows[k], n);
+  HWY_DYNAMIC_DISPATCH(SumF32RowGroupImpl)(rows, cnt, n, out);
 }
 void SumF32Rows(const float* x, int64_t rows, int64_t n, int64_t stride, double* out) {
   const float* group[kSumRowGroup];

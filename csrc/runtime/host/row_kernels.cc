@@ -96,6 +96,13 @@ Status Rows(const View& v, int first, int last, RowSet* out, const char* what) {
 // norm's (C/G, HxW) of a channels_last tensor) is copied contiguous first, and an output written
 // through a contiguous buffer: PyTorch accepts such tensors, so the row steps must too.
 
+// Whether a norm of x into y over [axis, rank) needs WithMergedRows (the shapes checked first:
+// a mismatch is the row kernel's own error).
+bool RowsUnmerged(const View& x, const View& y, int axis) {
+  const int rank = static_cast<int>(x.dims.size());
+  return axis >= 0 && axis <= rank && x.dims == y.dims && (!RowDimsMerge(x, axis, rank) || !RowDimsMerge(y, axis, rank));
+}
+
 // Runs norm(x, y) with x and y as views whose rows [axis, rank) merge (Note [Unmerged rows]).
 template <typename Norm>
 Status WithMergedRows(const View& x, const View& y, int axis, Norm&& norm) {
@@ -212,13 +219,13 @@ float Log(float z) {
 
 // Note [Row groups]: a row's float sums end in a 16-add chain in double (Note [Float sums]),
 // which cost a short row (softmax over 64, layer norm over 128) as much as its arithmetic. The
-// forward kernels therefore take short rows kSumRowGroup at a time: each row's summands into the
-// group's scratch, one SumF32RowGroup call for the group (same additions per row, so the same
-// bits), then each row's result.
+// row kernels therefore take short rows kSumRowGroup at a time, a group per kernel call (Note
+// [Norm row groups], Note [Softmax row groups]) whose rows' lanes are combined together (the same
+// additions per row, so the same bits).
 //
-// Rows of n <= 256 go in groups (a group's scratch stays within 16 KiB a buffer); longer rows one at
-// a time, computed in place as before (their sums' last additions are a small part of their work,
-// and a group's scratch would leave L1).
+// Rows of n <= 256 go in groups (a group's float buffers stay within 16 KiB each); longer rows one
+// at a time (their sums' last additions are a small part of their work, and a group's buffers
+// would leave L1).
 int64_t GroupRows(int64_t n) { return n <= 256 ? kSumRowGroup : 1; }
 
 // Note [Norm row groups] (reduce_simd.cc): rows take the norms' group kernels, kSumRowGroup at a
@@ -258,61 +265,20 @@ Status SoftmaxRows(const View& x, int dim, bool log, const View& y) {
   TPU_RETURN_IF_ERROR(Rows(x, dim, dim + 1, &X, "input"));
   TPU_RETURN_IF_ERROR(Rows(y, dim, dim + 1, &Y, "output"));
   const int64_t n = X.n;
-  // Rows go in groups of kSumRowGroup (Note [Row groups]): each row's exponentials into the
-  // group's scratch, the group's sums in one call, then each row's result.
+  // Rows go in groups (Note [Row groups]), a group in one call (Note [Softmax row groups]): rows
+  // read and written where they are when contiguous float32, else through float buffers.
   const int64_t G = GroupRows(n);
-  // Float32 rows read and written in place: a group in one call (Note [Softmax row groups]).
-  const bool direct = InPlace(X) && InPlace(Y);
-  ForRows(X.rows, n, 1 + 2 * G, [&](int64_t r0, int64_t r1, float* buf) {
-    if (direct) {
-      const float* xr[kSumRowGroup];
-      float* yr[kSumRowGroup];
-      for (int64_t g0 = r0; g0 < r1; g0 += G) {
-        const int64_t cnt = std::min(G, r1 - g0);
-        for (int64_t k = 0; k < cnt; ++k) {
-          xr[k] = reinterpret_cast<const float*>(X.Row(g0 + k));
-          yr[k] = reinterpret_cast<float*>(Y.Row(g0 + k));
-        }
-        SoftmaxGroupF32(xr, yr, cnt, n, log);
-      }
-      return;
-    }
-    float* xbuf = buf;          // an input row converted to float (log: a result row's buffer)
-    float* ebuf = buf + n;      // the group's exponentials, row k at ebuf + k * n
-    float* sbuf = buf + (1 + G) * n;  // log: the group's input rows converted to float
-    const float* erows[kSumRowGroup];
-    const float* xrows[kSumRowGroup];  // log
-    float maxes[kSumRowGroup];
-    double sums[kSumRowGroup];
+  ForRows(X.rows, n, 2 * G, [&](int64_t r0, int64_t r1, float* buf) {
+    const float* xr[kSumRowGroup];
+    float* yr[kSumRowGroup];
     for (int64_t g0 = r0; g0 < r1; g0 += G) {
       const int64_t cnt = std::min(G, r1 - g0);
       for (int64_t k = 0; k < cnt; ++k) {
-        // log: the input rows stay for the result, (x - max) - log(total), computed from them in
-        // one pass at the end (storing x - max here and subtracting from it there was a pass more).
-        const float* xr = xrows[k] = Read(X, g0 + k, log ? sbuf + k * n : xbuf);
-        // Alone, a row's exponentials go where its result goes (divided there in place).
-        float* e = G == 1 && !log ? Target(Y, g0 + k, sbuf) : ebuf + k * n;
-        maxes[k] = ShiftExp(xr, n, e, e);
-        erows[k] = e;
+        xr[k] = Read(X, g0 + k, buf + k * n);
+        yr[k] = Target(Y, g0 + k, buf + (G + k) * n);
       }
-      SumF32RowGroup(erows, cnt, n, sums);
-      // log: the group's logs in one call (the same kernel element by element; a call per row
-      // cost as much as the row's subtraction)
-      float totals[kSumRowGroup], logs[kSumRowGroup];
-      for (int64_t k = 0; k < cnt; ++k) totals[k] = Rounded(sums[k]);
-      if (log) UnaryF32Simd(OpCode::kLog, totals, logs, cnt);
-      for (int64_t k = 0; k < cnt; ++k) {
-        const float total = totals[k];
-        if (!log) {
-          float* yr = Target(Y, g0 + k, sbuf);
-          ScalarF32Simd(OpCode::kDivide, erows[k], total, yr, n);
-          Flush(Y, g0 + k, yr);
-        } else {
-          float* yr = Target(Y, g0 + k, xbuf);
-          SubtractTwiceF32Simd(xrows[k], maxes[k], logs[k], yr, n);
-          Flush(Y, g0 + k, yr);
-        }
-      }
+      SoftmaxGroupF32(xr, yr, cnt, n, log);
+      for (int64_t k = 0; k < cnt; ++k) Flush(Y, g0 + k, yr[k]);
     }
   });
   return Status::Ok();
@@ -326,49 +292,22 @@ Status SoftmaxBackwardRows(const View& g, const View& y, int dim, bool log, cons
   TPU_RETURN_IF_ERROR(Rows(y, dim, dim + 1, &Y, "output"));
   TPU_RETURN_IF_ERROR(Rows(dx, dim, dim + 1, &D, "input gradient"));
   const int64_t n = G.n;
-  // Rows in groups (Note [Row groups]): the sums (log: of g; softmax: of g * y) of a group in one
-  // call, then each row in one pass.
+  // Rows in groups (Note [Row groups]), a group in one call (Note [Softmax row groups]): rows
+  // read and written where they are when contiguous float32, else through float buffers.
   const int64_t R = GroupRows(n);
-  const bool direct = InPlace(G) && InPlace(Y) && InPlace(D);
-  ForRows(G.rows, n, 3 * R + 1, [&](int64_t r0, int64_t r1, float* buf) {
-    if (direct) {  // float32 rows in place: a group in one call
-      const float* gr[kSumRowGroup];
-      const float* yr[kSumRowGroup];
-      float* dr[kSumRowGroup];
-      for (int64_t g0 = r0; g0 < r1; g0 += R) {
-        const int64_t cnt = std::min(R, r1 - g0);
-        for (int64_t k = 0; k < cnt; ++k) {
-          gr[k] = reinterpret_cast<const float*>(G.Row(g0 + k));
-          yr[k] = reinterpret_cast<const float*>(Y.Row(g0 + k));
-          dr[k] = reinterpret_cast<float*>(D.Row(g0 + k));
-        }
-        SoftmaxBackwardGroupF32(gr, yr, dr, cnt, n, log);
-      }
-      return;
-    }
-    float* gbuf = buf;             // the group's gradient rows converted to float
-    float* ybuf = buf + R * n;     // its output rows
-    float* tbuf = buf + 2 * R * n; // softmax: g * y
-    float* dbuf = buf + 3 * R * n; // an input-gradient row not computed in place
-    const float* grows[kSumRowGroup];
-    const float* yrows[kSumRowGroup];
-    const float* srows[kSumRowGroup];
-    double sums[kSumRowGroup];
+  ForRows(G.rows, n, 3 * R, [&](int64_t r0, int64_t r1, float* buf) {
+    const float* gr[kSumRowGroup];
+    const float* yr[kSumRowGroup];
+    float* dr[kSumRowGroup];
     for (int64_t g0 = r0; g0 < r1; g0 += R) {
       const int64_t cnt = std::min(R, r1 - g0);
       for (int64_t k = 0; k < cnt; ++k) {
-        grows[k] = Read(G, g0 + k, gbuf + k * n);
-        yrows[k] = Read(Y, g0 + k, ybuf + k * n);
-        if (!log) BinaryF32Simd(OpCode::kMultiply, grows[k], yrows[k], tbuf + k * n, n);
-        srows[k] = log ? grows[k] : tbuf + k * n;
+        gr[k] = Read(G, g0 + k, buf + k * n);
+        yr[k] = Read(Y, g0 + k, buf + (R + k) * n);
+        dr[k] = Target(D, g0 + k, buf + (2 * R + k) * n);
       }
-      if (R == 1) sums[0] = SumF32Lanes(srows[0], n);  // (a long row: the group kernel takes one block)
-      else SumF32RowGroup(srows, cnt, n, sums);
-      for (int64_t k = 0; k < cnt; ++k) {
-        float* dr = Target(D, g0 + k, dbuf);
-        SoftmaxBackwardRowF32Simd(grows[k], yrows[k], Rounded(sums[k]), log, dr, n);
-        Flush(D, g0 + k, dr);
-      }
+      SoftmaxBackwardGroupF32(gr, yr, dr, cnt, n, log);
+      for (int64_t k = 0; k < cnt; ++k) Flush(D, g0 + k, dr[k]);
     }
   });
   return Status::Ok();
@@ -429,7 +368,7 @@ struct NormGrad {
 Status LayerNormRows(const View& x, int axis, const View* weight, const View* bias, double eps,
                      const View& y, const View* mean, const View* rstd) {
   int rank = static_cast<int>(x.dims.size());
-  if (axis >= 0 && axis <= rank && x.dims == y.dims && (!RowDimsMerge(x, axis, rank) || !RowDimsMerge(y, axis, rank)))
+  if (RowsUnmerged(x, y, axis))
     return WithMergedRows(x, y, axis, [&](const View& xm, const View& ym) {
       return LayerNormRows(xm, axis, weight, bias, eps, ym, mean, rstd);
     });
@@ -516,7 +455,7 @@ Status LayerNormBackwardRows(const View& g, const View& x, int axis, const View&
 Status RmsNormRows(const View& x, int axis, const View* weight, double eps, const View& y,
                    const View* rrms) {
   int rank = static_cast<int>(x.dims.size());
-  if (axis >= 0 && axis <= rank && x.dims == y.dims && (!RowDimsMerge(x, axis, rank) || !RowDimsMerge(y, axis, rank)))
+  if (RowsUnmerged(x, y, axis))
     return WithMergedRows(x, y, axis, [&](const View& xm, const View& ym) {
       return RmsNormRows(xm, axis, weight, eps, ym, rrms);
     });
