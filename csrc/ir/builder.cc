@@ -394,11 +394,15 @@ int Builder::Check(int x, int ok, CheckKind kind, const std::string& message) {
 
 int Builder::Reverse(int x, const Dims& dims) {
   std::vector<bool> seen(TypeOf(x).rank(), false);
-  for (int64_t d : dims)
-    if (Check(d >= 0 && d < TypeOf(x).rank() && !seen[d], "reverse dimension invalid"))
-      seen[d] = true;
   Attrs a;
-  a.a = dims;
+  for (int64_t d : dims) {
+    if (!Check(d >= 0 && d < TypeOf(x).rank() && !seen[d], "reverse dimension invalid")) return x;
+    seen[d] = true;
+    // Reversing a dim of size one (or zero) changes nothing: a 1x1 convolution kernel's spatial
+    // dims, which the input gradient reverses, leave no op at all.
+    if (TypeOf(x).dims[d] > 1) a.a.push_back(d);
+  }
+  if (a.a.empty()) return x;
   return Add(OpCode::kReverse, {x}, TypeOf(x), std::move(a));
 }
 

@@ -122,6 +122,28 @@ TEST(BuilderTest, LayoutTypes) {
   EXPECT_EQ(g->ops[0].attrs.a, (Dims{1}));
 }
 
+TEST(BuilderTest, ReverseDropsDimsOfSizeOne) {
+  // A 1x1 convolution kernel's spatial dims (which the input gradient reverses) change nothing
+  // reversed: no op for them, and none at all when no other dim is reversed.
+  Builder b;
+  int w = b.Param(F32({4, 3, 1, 1}));
+  int e = b.Param(F32({0, 2}));
+  EXPECT_EQ(b.Reverse(w, {2, 3}), w);
+  EXPECT_EQ(b.Reverse(e, {0}), e);
+  int r = b.Reverse(w, {3, 0, 2});
+  EXPECT_NE(r, w);
+  EXPECT_EQ(b.TypeOf(r), F32({4, 3, 1, 1}));
+  auto g = b.Finish();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->ops.size(), 1u);
+  EXPECT_EQ(g->ops[0].code, OpCode::kReverse);
+  EXPECT_EQ(g->ops[0].attrs.a, (Dims{0}));
+  Builder bad;
+  int x = bad.Param(F32({2, 1}));
+  bad.Reverse(x, {1, 1});  // a repeated dim is still an error, size one or not
+  EXPECT_FALSE(bad.Finish().ok());
+}
+
 TEST(BuilderTest, ConcatenateAndPadTypes) {
   Builder b;
   int x = b.Param(F32({2, 3}));

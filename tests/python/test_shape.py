@@ -116,6 +116,22 @@ def test_flip_forms(mode, no_fallback):
         to_tpu(x).flip(0, 0)
 
 
+def test_flip_size_one_dims_and_layouts(mode, no_fallback):
+    # A 1x1 kernel's spatial dims (the convolution input gradient's flip): nothing to reverse, and
+    # the result is still a new tensor; channels_last inputs keep their layout.
+    w = make((6, 5, 1, 1))
+    check_same(lambda w: torch.flip(w, (2, 3)), w)
+    check_same(lambda w: torch.flip(w, (0, 3)), w)
+    t = to_tpu(w)
+    f = torch.flip(t, (2, 3))
+    f.add_(1)
+    assert torch.equal(t.cpu(), w)
+    x = make((2, 3, 4, 5))
+    check_same(lambda x: torch.flip(x.contiguous(memory_format=torch.channels_last), (1, 3)), x)
+    assert torch.flip(to_tpu(x).contiguous(memory_format=torch.channels_last), (2, 3)).is_contiguous(
+        memory_format=torch.channels_last)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shifts,dims", [(1, 0), (-2, 1), (7, -1), ((1, -3), (0, 2)), (3, None), (-14, None)])
 def test_roll(mode, no_fallback, dtype, shifts, dims):

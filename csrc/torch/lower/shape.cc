@@ -169,13 +169,10 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
   if (out.numel() == 0) return out;
   Lowering l("aten::flip");
   Builder& b = l.b();
-  int x = l.Input(self);
-  for (int64_t d = 0; d < self.dim(); ++d) {
-    if (!flipped[d] || self.size(d) <= 1) continue;
-    int iota = b.Iota(TensorType{DType::kI64, {self.size(d)}}, 0);
-    x = TakeAlong(b, x, d, b.Binary(OpCode::kSubtract, b.ScalarLike(self.size(d) - 1, iota), iota));
-  }
-  l.Output(x, out);
+  Dims reversed;
+  for (int64_t d = 0; d < self.dim(); ++d)
+    if (flipped[d]) reversed.push_back(d);
+  l.Output(b.Reverse(l.Input(self), reversed), out);  // (size-one dims drop out; none left: a copy)
   l.Run();
   return out;
 }
