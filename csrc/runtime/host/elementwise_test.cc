@@ -201,9 +201,10 @@ TEST(ElementwiseTest, TileLengthsFollowStoredValues) {
 }
 
 // Note [Row tiles]: rows of 4 and 7 (a per-channel operand over NCHW with small H * W does not
-// merge the last two dims) run as tiles of many rows: in-place inputs, per-row broadcasts, one row
-// broadcast over all others (laid out once per call), a transposed input and a transposed output
-// (loaded / stored row by row). Float and double
+// merge the last two dims) run as tiles of many rows: in-place inputs, per-row broadcasts (spread
+// over their rows in one call), one row broadcast over all others (laid out once per call), a
+// transposed input and a transposed output (loaded / stored row by row). Rows of 16 and 256 take
+// row tiles for their per-row operand, rows of 257 and 1000 do not. Float and double
 // (registers of 4 and 8 bytes); sizes that thread and that end in a partial tile.
 template <typename V>
 void CheckRowTiles(Dims dims) {
@@ -241,7 +242,8 @@ void CheckRowTiles(Dims dims) {
 }
 
 TEST(ElementwiseTest, RowTilesForShortRows) {
-  for (Dims dims : {Dims{3, 5, 4}, Dims{16, 256, 4}, Dims{7, 1001, 7}}) {
+  for (Dims dims : {Dims{3, 5, 4}, Dims{16, 256, 4}, Dims{7, 1001, 7}, Dims{4, 9, 16}, Dims{5, 7, 256},
+                    Dims{3, 4, 257}, Dims{3, 4, 1000}}) {
     SCOPED_TRACE(DimsToString(dims));
     CheckRowTiles<float>(dims);
     CheckRowTiles<double>(dims);

@@ -95,6 +95,28 @@ void LoadAs(const char* p, int64_t row_bytes, int64_t stride, int64_t n, int64_t
 
 void Load(DType t, const char* p, int64_t stride, int64_t n, void* reg) { LoadRows(t, p, 0, stride, n, 1, reg); }
 
+namespace {
+
+// reg[j] (j < rows) spread over reg[j * n, (j + 1) * n), last row first: row j's values start at
+// j * n >= j, so every value is read before its place is written.
+template <typename R>
+TPU_ISA_CLONES
+void SpreadRows(R* reg, int64_t n, int64_t rows) {
+  for (int64_t j = rows - 1; j >= 0; --j) {
+    const R v = reg[j];
+    R* o = reg + j * n;
+    for (int64_t i = 0; i < n; ++i) o[i] = v;
+  }
+}
+
+}  // namespace
+
+void LoadRowsSplat(DType t, const char* p, int64_t row_bytes, int64_t n, int64_t rows, void* reg) {
+  LoadRows(t, p, row_bytes, 0, 1, rows, reg);  // each row's element, back to back
+  if (RegBytes(t) == 8) SpreadRows(static_cast<uint64_t*>(reg), n, rows);
+  else SpreadRows(static_cast<uint32_t*>(reg), n, rows);
+}
+
 void LoadRows(DType t, const char* p, int64_t row_bytes, int64_t stride, int64_t n, int64_t rows, void* reg) {
   auto each_row = [&](auto&& row) {
     for (int64_t j = 0; j < rows; ++j) row(p + j * row_bytes, static_cast<float*>(reg) + j * n);

@@ -51,6 +51,9 @@ void Load(DType t, const char* p, int64_t stride, int64_t n, void* reg);
 // The same for `rows` rows, row j at p + j * row_bytes, into consecutive register rows of n (one
 // call for a row tile's short rows: a call per row cost more than the row's copy).
 void LoadRows(DType t, const char* p, int64_t row_bytes, int64_t stride, int64_t n, int64_t rows, void* reg);
+// Row j's one element at p + j * row_bytes spread over register row j of n, for `rows` rows (an
+// operand broadcast along a row tile's short rows: a per-channel value of an NCHW tensor).
+void LoadRowsSplat(DType t, const char* p, int64_t row_bytes, int64_t n, int64_t rows, void* reg);
 // Stores n register values as dtype t at p (stride in elements), rounding to t.
 void Store(DType t, const void* reg, int64_t n, char* p, int64_t stride);
 // The same for `rows` consecutive register rows of n, row j to p + j * row_bytes.
