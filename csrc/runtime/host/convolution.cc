@@ -575,19 +575,24 @@ Status SmallConvolution(const ConvolutionSpec& s, const View& L, const View& R, 
     int64_t plane = 1;
     for (int d = 0; d < n; ++d) plane *= L.dims[2 + d];
     staged.resize(static_cast<size_t>(B * plane * I));
-    std::vector<int64_t> sc(n);
+    // The plane's positions' offsets once; then each (image, feature) plane is read in order and
+    // written a row of I apart. (Recomputing a position's offset per element was 60% of a 1x1
+    // convolution of [16, 256, 2, 2].)
+    std::vector<int64_t> poff(static_cast<size_t>(plane)), sc(n, 0);
+    for (int64_t p = 0; p < plane; ++p) {
+      int64_t off = 0;
+      for (int d = 0; d < n; ++d) off += sc[d] * L.strides[2 + d];
+      poff[p] = off;
+      for (int d = n - 1; d >= 0; --d) {
+        if (++sc[d] < L.dims[2 + d]) break;
+        sc[d] = 0;
+      }
+    }
     for (int64_t b = 0; b < B; ++b)
       for (int64_t f = 0; f < I; ++f) {
-        std::fill(sc.begin(), sc.end(), 0);
-        for (int64_t p = 0; p < plane; ++p) {
-          int64_t off = b * L.strides[0] + f * L.strides[1];
-          for (int d = 0; d < n; ++d) off += sc[d] * L.strides[2 + d];
-          staged[(b * plane + p) * I + f] = x[off];
-          for (int d = n - 1; d >= 0; --d) {
-            if (++sc[d] < L.dims[2 + d]) break;
-            sc[d] = 0;
-          }
-        }
+        const float* xf = x + b * L.strides[0] + f * L.strides[1];
+        float* sf = staged.data() + b * plane * I + f;
+        for (int64_t p = 0; p < plane; ++p) sf[p * I] = xf[poff[p]];
       }
     x = staged.data();
     xstrides[1] = 1;
