@@ -180,6 +180,8 @@ TEST(ReduceKernelTest, FloatSumsFollowTheLaneNote) {
                         Case{{37, 100}, {1}}, Case{{4000, 21}, {1}}, Case{{50, 2, 16}, {2}},
                         // columns of whole vectors and a tail: one block, and several
                         Case{{3, 700, 40}, {1}}, Case{{2, 4500, 33}, {1}},
+                        // blocks L1 holds: lanes in registers, with rows past the last 16 and tails
+                        Case{{4, 64, 128}, {1}}, Case{{3, 37, 40}, {1}}, Case{{5, 100, 17}, {1}},
                         // short runs gathered into rows first (Note [Gathered rows]): a batch norm's sums
                         Case{{16, 40, 2, 2}, {0, 2, 3}}, Case{{7, 33, 5}, {0, 2}}, Case{{64, 3, 7}, {0, 2}}}) {
     SCOPED_TRACE(::testing::Message() << DimsToString(c.dims) << " over " << DimsToString(c.rdims));
