@@ -275,6 +275,43 @@ void ReverseBlocks(const E* in, E* out, int64_t blocks, int64_t block) {
   for (int64_t o = 0; o < blocks; ++o) std::reverse_copy(in + o * block, in + (o + 1) * block, out + o * block);
 }
 
+namespace {
+
+// out (contiguous) = in with its last `nrev` dims reversed, for blocks of at most 16 elements in
+// any layout of in (a channels-last convolution kernel, reversed over its 3 x 3 window for the
+// input gradient): each block's elements gathered through its positions' offsets, last first.
+// (The reversed view, copied by CopyView, was rows of 3 floats 64 apart, a call per row: 100 us
+// for a [64, 64, 3, 3] kernel.)
+template <typename E>
+void ReverseSmallBlocks(const View& in, E* out, int nrev, int64_t block) {
+  const int rank = static_cast<int>(in.dims.size()), lead = rank - nrev;
+  int64_t offs[16];
+  for (int64_t b = 0; b < block; ++b) {
+    int64_t off = 0;
+    for (int d = rank - 1, r = static_cast<int>(b); d >= lead; --d) {
+      off += (r % in.dims[d]) * in.strides[d];
+      r /= static_cast<int>(in.dims[d]);
+    }
+    offs[block - 1 - b] = off;  // output position b reads input position block - 1 - b
+  }
+  const E* x = static_cast<const E*>(in.data);
+  int64_t outer = 1;
+  for (int d = 0; d < lead; ++d) outer *= in.dims[d];
+  SmallVector<int64_t, 6> c(lead, 0);
+  int64_t base = 0;
+  for (int64_t o = 0; o < outer; ++o, out += block) {
+    for (int64_t b = 0; b < block; ++b) out[b] = x[base + offs[b]];
+    for (int d = lead - 1; d >= 0; --d) {  // the next leading position
+      base += in.strides[d];
+      if (++c[d] < in.dims[d]) break;
+      base -= c[d] * in.strides[d];
+      c[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
 Status RunReverse(const Op& op, const View& in, const View& out) {
   // Reversing every dim of a trailing run of a dense layout (a convolution kernel's spatial dims,
   // which autodiff reverses for the input gradient) is reversing each block of their elements:
@@ -283,13 +320,24 @@ Status RunReverse(const Op& op, const View& in, const View& out) {
   Dims reversed = op.attrs.a;
   std::sort(reversed.begin(), reversed.end());
   reversed.erase(std::unique(reversed.begin(), reversed.end()), reversed.end());
-  bool trailing = !reversed.empty() && in.IsContiguous() && out.IsContiguous() && in.data != out.data;
+  bool trailing = !reversed.empty() && out.IsContiguous() && in.data != out.data;
   for (size_t i = 0; trailing && i < reversed.size(); ++i)
     trailing = reversed[i] == rank - static_cast<int64_t>(reversed.size()) + static_cast<int64_t>(i);
   const int64_t esize = DTypeSize(in.dtype);
-  if (trailing && in.dtype == out.dtype && (esize == 1 || esize == 2 || esize == 4 || esize == 8)) {
-    int64_t block = 1, total = in.NumElements();
-    for (int64_t d : reversed) block *= in.dims[d];
+  int64_t block = 1;
+  for (int64_t d : reversed) block *= in.dims[d];
+  if (trailing && !in.IsContiguous() && block <= 16 && in.dtype == out.dtype && in.NumElements() > 0) {
+    const int nrev = static_cast<int>(reversed.size());
+    switch (esize) {
+      case 1: ReverseSmallBlocks(in, static_cast<uint8_t*>(out.data), nrev, block); return Status::Ok();
+      case 2: ReverseSmallBlocks(in, static_cast<uint16_t*>(out.data), nrev, block); return Status::Ok();
+      case 4: ReverseSmallBlocks(in, static_cast<uint32_t*>(out.data), nrev, block); return Status::Ok();
+      case 8: ReverseSmallBlocks(in, static_cast<uint64_t*>(out.data), nrev, block); return Status::Ok();
+      default: break;
+    }
+  }
+  if (trailing && in.IsContiguous() && in.dtype == out.dtype && (esize == 1 || esize == 2 || esize == 4 || esize == 8)) {
+    int64_t total = in.NumElements();
     if (total == 0) return Status::Ok();
     int64_t blocks = total / block;
     switch (esize) {

@@ -33,20 +33,27 @@ struct PadCase {
 };
 
 // Reverse of a [2, 3, 2, 3] array over each set of dims: trailing runs take the block path,
-// the others the strided copy; both against the index mapping.
+// the others the strided copy; both against the index mapping. The input also bound
+// channels-last (strides [18, 1, 9, 3], a channels-last kernel's layout): trailing blocks of at
+// most 16 elements are gathered block by block, larger ones copied through the reversed view.
 TEST(ReverseTest, EverySetOfDims) {
-  const Dims dims{2, 3, 2, 3};
-  std::vector<float> in(36);
+  const Dims dims{2, 3, 2, 3}, cl{18, 1, 9, 3};
+  std::vector<float> in(36), in_cl(36);
   for (size_t k = 0; k < in.size(); ++k) in[k] = static_cast<float>(k);
-  for (int mask = 1; mask < 16; ++mask) {
+  for (int64_t k = 0; k < 36; ++k)
+    in_cl[k / 18 * 18 + k / 6 % 3 + k / 3 % 2 * 9 + k % 3 * 3] = in[k];
+  for (int mask = 1; mask < 32; ++mask) {
+    const bool channels_last = mask >= 16;
     Dims rev;
     for (int d = 0; d < 4; ++d)
       if (mask & (1 << d)) rev.push_back(d);
-    SCOPED_TRACE(DimsToString(rev));
+    SCOPED_TRACE(DimsToString(rev) + (channels_last ? " channels-last" : ""));
     Builder b;
     b.Result(b.Reverse(b.Param(T(F, dims)), rev));
     std::vector<float> out(36, -1);
-    ASSERT_TRUE(RunProgram(b, Bindings(Bind(in, F, dims)), Bindings(Bind(out, F, dims))).ok());
+    ASSERT_TRUE(RunProgram(b, Bindings(channels_last ? Bind(in_cl, F, dims, cl) : Bind(in, F, dims)),
+                           Bindings(Bind(out, F, dims)))
+                    .ok());
     for (int64_t i0 = 0; i0 < 2; ++i0)
       for (int64_t i1 = 0; i1 < 3; ++i1)
         for (int64_t i2 = 0; i2 < 2; ++i2)
