@@ -322,9 +322,9 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
   // innermost stride 0, an outer one not) is spread over its rows in one call. Rows up to
   // kTile long (the shortest tile: a row always fits) take row tiles when such an operand is
   // there: a tile per 16 x 16 plane paid a load and a splat per plane (x * w[c] on
-  // [16, 32, 16, 16]: 18.9 -> 14.5 us); without one,
-  // tiles along longer rows read their operands in place, where a row tile would copy a
-  // broadcast row (a bias over [64, 256]: 2.9 -> 4.5 us).
+  // [16, 32, 16, 16]: 18.9 -> 14.5 us); without one, tiles along rows longer than kTile / 2 read
+  // their operands in place, where a row tile would copy a broadcast row (a bias over [64, 256]
+  // took 4.5 us that way against 2.9).
   const int64_t inner = rank ? dims[rank - 1] : 1;
   bool per_row_value = false;
   for (int k = 0; k < nin && rank >= 2; ++k) {
