@@ -319,15 +319,17 @@ HWY_INLINE V CombineMax(D d, V acc, V x, bool is_max) {
   return hn::IfThenElse(hn::Or(keep, hn::IsNaN(acc)), acc, x);
 }
 
-float MaxF32RowImpl(const float* x, int64_t n, float acc, bool is_max) {
-  const hn::ScalableTag<float> d;
+// The max (or min) of n floats, x(d, i) a vector of them from i and one(i) the float at i, as
+// MaxF32Row gives it; the same for any element type that loads as floats.
+template <class D, class Load, class One>
+HWY_INLINE float MaxRowOf(D d, const Load& x, const One& one, int64_t n, float acc, bool is_max) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   int64_t i = 0;
   if (n >= 2 * N) {
-    auto a0 = hn::LoadU(d, x), a1 = hn::LoadU(d, x + N);
+    auto a0 = x(d, 0), a1 = x(d, N);
     for (i = 2 * N; i + 2 * N <= n; i += 2 * N) {
-      a0 = CombineMax(d, a0, hn::LoadU(d, x + i), is_max);
-      a1 = CombineMax(d, a1, hn::LoadU(d, x + i + N), is_max);
+      a0 = CombineMax(d, a0, x(d, i), is_max);
+      a1 = CombineMax(d, a1, x(d, i + N), is_max);
     }
     a0 = CombineMax(d, a0, a1, is_max);
     if (hn::AllFalse(d, hn::IsNaN(a0))) {
@@ -343,8 +345,17 @@ float MaxF32RowImpl(const float* x, int64_t n, float acc, bool is_max) {
         acc = ((is_max ? acc > lanes[j] : acc < lanes[j]) || acc != acc) ? acc : lanes[j];
     }
   }
-  for (; i < n; ++i) acc = ((is_max ? acc > x[i] : acc < x[i]) || acc != acc) ? acc : x[i];
+  for (; i < n; ++i) {
+    const float v = one(i);
+    acc = ((is_max ? acc > v : acc < v) || acc != acc) ? acc : v;
+  }
   return acc;
+}
+
+float MaxF32RowImpl(const float* x, int64_t n, float acc, bool is_max) {
+  const hn::ScalableTag<float> d;
+  return MaxRowOf(
+      d, [&](auto dv, int64_t i) { return hn::LoadU(dv, x + i); }, [&](int64_t i) { return x[i]; }, n, acc, is_max);
 }
 
 // Note [Softmax row groups]: softmax / log-softmax of cnt <= kSumRowGroup contiguous float rows of
@@ -491,6 +502,73 @@ void F32ToBf16Impl(const float* x, uint16_t* out, int64_t n) {
   for (; i < n; ++i) out[i] = ScalarToBf16(x[i]);
 }
 
+// Note [Softmax row groups] for contiguous bfloat16 rows: the float kernel's operations on the
+// rows' values (a bfloat16 widens to float exactly), each result rounded once to bfloat16 as
+// the float path's store rounds it (so the same bits as converting, computing in float and
+// rounding), with the conversions in the passes that read and write: the float path spent a
+// third of its time converting rows into float buffers and back. e[k] holds row k's
+// exponentials (softmax only). y may be x.
+void SoftmaxGroupBf16Impl(const uint16_t* const* x, uint16_t* const* y, float* const* e, int64_t cnt, int64_t n,
+                          bool log) {
+  const hn::CappedTag<float, 16> d;
+  const hn::RebindToUnsigned<decltype(d)> du;
+  const hn::RebindToSigned<decltype(d)> di;
+  const hn::Rebind<uint16_t, decltype(d)> d16;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  auto load = [&](const uint16_t* p) TPU_LAMBDA_INLINE {
+    return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, p))));
+  };
+  auto one = [](uint16_t h) {
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    __builtin_memcpy(&f, &bits, 4);
+    return f;
+  };
+  auto store = [&](hn::Vec<decltype(d)> v, uint16_t* p) TPU_LAMBDA_INLINE {
+    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(RoundedBits(d, v)))), d16, p);
+  };
+  float m[kSumRowGroup];
+  for (int64_t k = 0; k < cnt; ++k) {
+    const uint16_t* xr = x[k];
+    m[k] = MaxRowOf(
+        d, [&](auto, int64_t i) TPU_LAMBDA_INLINE { return load(xr + i); }, [&](int64_t i) { return one(xr[i]); }, n,
+        -std::numeric_limits<float>::infinity(), true);
+  }
+  HWY_ALIGN float lanes[16 * kSumRowGroup];
+  double sums[kSumRowGroup];
+  RowSums(
+      d, cnt, n,
+      [&](auto dv, int64_t k, int64_t i) TPU_LAMBDA_INLINE {
+        const auto v = IeeeExp(dv, hn::Sub(load(x[k] + i), hn::Set(dv, m[k])));
+        if (!log) hn::StoreU(v, dv, e[k] + i);
+        return v;
+      },
+      [&](int64_t k, int64_t i) {
+        const float v = IeeeExpOne(d, one(x[k][i]) - m[k]);
+        if (!log) e[k][i] = v;
+        return v;
+      },
+      lanes, sums);
+  for (int64_t k = 0; k < cnt; ++k) {
+    const float total = static_cast<float>(0.0 + sums[k]);
+    uint16_t* yr = y[k];
+    int64_t i = 0;
+    if (!log) {
+      const float* er = e[k];
+      const bool usable = ScalarQuotientUsable(total);
+      const auto vb = hn::Set(d, total), vr = hn::Set(d, usable ? 1.0f / total : 1.0f);
+      for (; i + N <= n; i += N) store(QuotientByScalar(d, hn::LoadU(d, er + i), vb, vr, usable), yr + i);
+      for (; i < n; ++i) yr[i] = ScalarToBf16(er[i] / total);
+    } else {
+      const float l = hn::GetLane(IeeeLog(d, hn::Set(d, total)));
+      const uint16_t* xr = x[k];
+      const auto vm = hn::Set(d, m[k]), vl = hn::Set(d, l);
+      for (; i + N <= n; i += N) store(hn::Sub(hn::Sub(load(xr + i), vm), vl), yr + i);
+      for (; i < n; ++i) yr[i] = ScalarToBf16((one(xr[i]) - m[k]) - l);
+    }
+  }
+}
+
 void RoundF32ToBf16Impl(float* x, int64_t n) {
   const hn::ScalableTag<float> df;
   const hn::RebindToUnsigned<decltype(df)> du;
@@ -517,6 +595,7 @@ HWY_EXPORT(SumF32RowGroupImpl);
 HWY_EXPORT(LayerNormGroupF32Impl);
 HWY_EXPORT(RmsNormGroupF32Impl);
 HWY_EXPORT(SoftmaxGroupF32Impl);
+HWY_EXPORT(SoftmaxGroupBf16Impl);
 HWY_EXPORT(SoftmaxBackwardGroupF32Impl);
 HWY_EXPORT(AddF32ColsFloatImpl);
 HWY_EXPORT(AddF32ColsBlockImpl);
@@ -579,6 +658,10 @@ void LayerNormGroupF32(const float* const* x, float* const* y, int64_t cnt, int6
 void RmsNormGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_t n, const float* w, float eps,
                      float* rs) {
   HWY_DYNAMIC_DISPATCH(RmsNormGroupF32Impl)(x, y, cnt, n, w, eps, rs);
+}
+void SoftmaxGroupBf16(const uint16_t* const* x, uint16_t* const* y, float* const* e, int64_t cnt, int64_t n,
+                      bool log) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxGroupBf16Impl)(x, y, e, cnt, n, log);
 }
 void SoftmaxGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_t n, bool log) {
   HWY_DYNAMIC_DISPATCH(SoftmaxGroupF32Impl)(x, y, cnt, n, log);

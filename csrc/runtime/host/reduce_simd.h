@@ -41,6 +41,10 @@ void RmsNormGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_
 // Note [Softmax row groups] (reduce_simd.cc): softmax (log: log-softmax) of cnt <= kSumRowGroup
 // contiguous float rows of n, row k from x[k] to y[k] (y may be x).
 void SoftmaxGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_t n, bool log);
+// The same for contiguous bfloat16 rows, each result rounded once to bfloat16 (the bits of
+// widening, SoftmaxGroupF32 and rounding); e[k]: a float scratch row of n for row k. y may be x.
+void SoftmaxGroupBf16(const uint16_t* const* x, uint16_t* const* y, float* const* e, int64_t cnt, int64_t n,
+                      bool log);
 // Its backward (reduce_simd.cc): dx[k] from the gradient g[k] and the output y[k] (dx may be either).
 void SoftmaxBackwardGroupF32(const float* const* g, const float* const* y, float* const* dx, int64_t cnt, int64_t n,
                              bool log);

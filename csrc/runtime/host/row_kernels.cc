@@ -268,11 +268,24 @@ Status SoftmaxRows(const View& x, int dim, bool log, const View& y) {
   // Rows go in groups (Note [Row groups]), a group in one call (Note [Softmax row groups]): rows
   // read and written where they are when contiguous float32, else through float buffers.
   const int64_t G = GroupRows(n);
+  const bool bf16 = X.dtype == DType::kBF16 && Y.dtype == DType::kBF16 && X.stride == 1 && Y.stride == 1;
   ForRows(X.rows, n, 2 * G, [&](int64_t r0, int64_t r1, float* buf) {
     const float* xr[kSumRowGroup];
     float* yr[kSumRowGroup];
     for (int64_t g0 = r0; g0 < r1; g0 += G) {
       const int64_t cnt = std::min(G, r1 - g0);
+      if (bf16) {  // converted as they are read and written
+        const uint16_t* xb[kSumRowGroup];
+        uint16_t* yb[kSumRowGroup];
+        float* eb[kSumRowGroup];
+        for (int64_t k = 0; k < cnt; ++k) {
+          xb[k] = reinterpret_cast<const uint16_t*>(X.Row(g0 + k));
+          yb[k] = reinterpret_cast<uint16_t*>(Y.Row(g0 + k));
+          eb[k] = buf + k * n;
+        }
+        SoftmaxGroupBf16(xb, yb, eb, cnt, n, log);
+        continue;
+      }
       for (int64_t k = 0; k < cnt; ++k) {
         xr[k] = Read(X, g0 + k, buf + k * n);
         yr[k] = Target(Y, g0 + k, buf + (G + k) * n);

@@ -273,6 +273,33 @@ TEST(RowKernelsTest, SoftmaxBackwardChainsPlannedAsRowStepsEqualTheChains) {
   }
 }
 
+TEST(RowKernelsTest, SoftmaxBf16EqualsTheFloatKernelRoundedOnce) {
+  // Contiguous bfloat16 rows take SoftmaxGroupBf16, which converts as it reads and writes: its
+  // bits must be the float kernel's on the widened values, rounded once. Groups of 16 rows
+  // (64, 100) and single rows (1000, 3000), tails past the last vector, -inf and NaN rows, and
+  // y written over x.
+  const int64_t R = 37;
+  for (int64_t N : {64, 100, 1000, 3000}) {
+    SCOPED_TRACE(N);
+    std::vector<float> xf = Values(R * N, 5, 12.0f);
+    xf[2 * N + 7] = -std::numeric_limits<float>::infinity();
+    xf[3 * N + 1] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<uint16_t> xb(R * N), yb(R * N);
+    for (size_t i = 0; i < xf.size(); ++i) xb[i] = ToBf16(xf[i]), xf[i] = FromBf16(xb[i]);
+    for (bool log : {false, true}) {
+      std::vector<float> yf(R * N);
+      ASSERT_TRUE(SoftmaxRows(V(xf, {R, N}), 1, log, V(yf, {R, N})).ok());
+      View xv{xb.data(), DType::kBF16, {R, N}, {N, 1}}, yv{yb.data(), DType::kBF16, {R, N}, {N, 1}};
+      ASSERT_TRUE(SoftmaxRows(xv, 1, log, yv).ok());
+      for (int64_t i = 0; i < R * N; ++i) ASSERT_EQ(yb[i], ToBf16(yf[i])) << (log ? "log " : "") << i;
+      std::vector<uint16_t> inplace = xb;
+      View iv{inplace.data(), DType::kBF16, {R, N}, {N, 1}};
+      ASSERT_TRUE(SoftmaxRows(iv, 1, log, iv).ok());
+      ASSERT_EQ(inplace, yb) << (log ? "log" : "");
+    }
+  }
+}
+
 TEST(RowKernelsTest, SoftmaxBf16RoundsOnceAndNaNPropagates) {
   const int64_t R = 4, N = 33;
   std::vector<float> xf = Values(R * N, 4, 3.0f);
