@@ -365,43 +365,60 @@ float MaxF32RowImpl(const float* x, int64_t n, float acc, bool is_max) {
 // group: x is read two or three times while L1/L2 holds it and y written once or twice, where
 // the separate kernels also stored the exponentials in a buffer and read them back, with a call
 // per row for each step. y may be x.
-void SoftmaxGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, int64_t n, bool log) {
-  const hn::CappedTag<float, 16> d;
+//
+// SoftmaxGroupOf is that kernel for rows of any element type: x(k, i) row k's floats from i as a
+// vector, one(k, i) its float at i; e[k] a float row the exponentials are stored in (softmax
+// only); the results go out through out(k, i, vector) and out_one(k, i, float). Softmax divides
+// e[k] into the results: e[k] may be where out writes (float rows: y itself).
+template <class D, class Load, class One, class Out, class OutOne>
+HWY_INLINE void SoftmaxGroupOf(D d, const Load& x, const One& one, float* const* e, const Out& out,
+                               const OutOne& out_one, int64_t cnt, int64_t n, bool log) {
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   float m[kSumRowGroup];
-  for (int64_t k = 0; k < cnt; ++k) m[k] = MaxF32RowImpl(x[k], n, -std::numeric_limits<float>::infinity(), true);
+  for (int64_t k = 0; k < cnt; ++k)
+    m[k] = MaxRowOf(
+        d, [&](auto, int64_t i) TPU_LAMBDA_INLINE { return x(k, i); }, [&](int64_t i) { return one(k, i); }, n,
+        -std::numeric_limits<float>::infinity(), true);
   HWY_ALIGN float lanes[16 * kSumRowGroup];
   double sums[kSumRowGroup];
   RowSums(
       d, cnt, n,
       [&](auto dv, int64_t k, int64_t i) TPU_LAMBDA_INLINE {
-        const auto e = IeeeExp(dv, hn::Sub(hn::LoadU(dv, x[k] + i), hn::Set(dv, m[k])));
-        if (!log) hn::StoreU(e, dv, y[k] + i);
-        return e;
+        const auto v = IeeeExp(dv, hn::Sub(x(k, i), hn::Set(dv, m[k])));
+        if (!log) hn::StoreU(v, dv, e[k] + i);
+        return v;
       },
       [&](int64_t k, int64_t i) {
-        const float e = IeeeExpOne(d, x[k][i] - m[k]);
-        if (!log) y[k][i] = e;
-        return e;
+        const float v = IeeeExpOne(d, one(k, i) - m[k]);
+        if (!log) e[k][i] = v;
+        return v;
       },
       lanes, sums);
   for (int64_t k = 0; k < cnt; ++k) {
     const float total = static_cast<float>(0.0 + sums[k]);
-    float* yr = y[k];
     int64_t i = 0;
     if (!log) {
+      const float* er = e[k];
       const bool usable = ScalarQuotientUsable(total);
       const auto vb = hn::Set(d, total), vr = hn::Set(d, usable ? 1.0f / total : 1.0f);
-      for (; i + N <= n; i += N) hn::StoreU(QuotientByScalar(d, hn::LoadU(d, yr + i), vb, vr, usable), d, yr + i);
-      for (; i < n; ++i) yr[i] = yr[i] / total;
+      for (; i + N <= n; i += N) out(k, i, QuotientByScalar(d, hn::LoadU(d, er + i), vb, vr, usable));
+      for (; i < n; ++i) out_one(k, i, er[i] / total);
     } else {
       const float l = hn::GetLane(IeeeLog(d, hn::Set(d, total)));
-      const float* xr = x[k];
       const auto vm = hn::Set(d, m[k]), vl = hn::Set(d, l);
-      for (; i + N <= n; i += N) hn::StoreU(hn::Sub(hn::Sub(hn::LoadU(d, xr + i), vm), vl), d, yr + i);
-      for (; i < n; ++i) yr[i] = (xr[i] - m[k]) - l;
+      for (; i + N <= n; i += N) out(k, i, hn::Sub(hn::Sub(x(k, i), vm), vl));
+      for (; i < n; ++i) out_one(k, i, (one(k, i) - m[k]) - l);
     }
   }
+}
+
+void SoftmaxGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, int64_t n, bool log) {
+  const hn::CappedTag<float, 16> d;
+  SoftmaxGroupOf(
+      d, [&](int64_t k, int64_t i) TPU_LAMBDA_INLINE { return hn::LoadU(d, x[k] + i); },
+      [&](int64_t k, int64_t i) { return x[k][i]; }, y,
+      [&](int64_t k, int64_t i, auto v) TPU_LAMBDA_INLINE { hn::StoreU(v, d, y[k] + i); },
+      [&](int64_t k, int64_t i, float v) { y[k][i] = v; }, cnt, n, log);
 }
 
 // The backward of cnt <= kSumRowGroup contiguous float rows in one call, as the separate kernels
@@ -514,59 +531,22 @@ void SoftmaxGroupBf16Impl(const uint16_t* const* x, uint16_t* const* y, float* c
   const hn::RebindToUnsigned<decltype(d)> du;
   const hn::RebindToSigned<decltype(d)> di;
   const hn::Rebind<uint16_t, decltype(d)> d16;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  auto load = [&](const uint16_t* p) TPU_LAMBDA_INLINE {
-    return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, p))));
-  };
-  auto one = [](uint16_t h) {
-    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  auto one = [&](int64_t k, int64_t i) {
+    const uint32_t bits = static_cast<uint32_t>(x[k][i]) << 16;
     float f;
     __builtin_memcpy(&f, &bits, 4);
     return f;
   };
-  auto store = [&](hn::Vec<decltype(d)> v, uint16_t* p) TPU_LAMBDA_INLINE {
-    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(RoundedBits(d, v)))), d16, p);
-  };
-  float m[kSumRowGroup];
-  for (int64_t k = 0; k < cnt; ++k) {
-    const uint16_t* xr = x[k];
-    m[k] = MaxRowOf(
-        d, [&](auto, int64_t i) TPU_LAMBDA_INLINE { return load(xr + i); }, [&](int64_t i) { return one(xr[i]); }, n,
-        -std::numeric_limits<float>::infinity(), true);
-  }
-  HWY_ALIGN float lanes[16 * kSumRowGroup];
-  double sums[kSumRowGroup];
-  RowSums(
-      d, cnt, n,
-      [&](auto dv, int64_t k, int64_t i) TPU_LAMBDA_INLINE {
-        const auto v = IeeeExp(dv, hn::Sub(load(x[k] + i), hn::Set(dv, m[k])));
-        if (!log) hn::StoreU(v, dv, e[k] + i);
-        return v;
+  SoftmaxGroupOf(
+      d,
+      [&](int64_t k, int64_t i) TPU_LAMBDA_INLINE {
+        return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, x[k] + i))));
       },
-      [&](int64_t k, int64_t i) {
-        const float v = IeeeExpOne(d, one(x[k][i]) - m[k]);
-        if (!log) e[k][i] = v;
-        return v;
+      one, e,
+      [&](int64_t k, int64_t i, auto v) TPU_LAMBDA_INLINE {
+        hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(RoundedBits(d, v)))), d16, y[k] + i);
       },
-      lanes, sums);
-  for (int64_t k = 0; k < cnt; ++k) {
-    const float total = static_cast<float>(0.0 + sums[k]);
-    uint16_t* yr = y[k];
-    int64_t i = 0;
-    if (!log) {
-      const float* er = e[k];
-      const bool usable = ScalarQuotientUsable(total);
-      const auto vb = hn::Set(d, total), vr = hn::Set(d, usable ? 1.0f / total : 1.0f);
-      for (; i + N <= n; i += N) store(QuotientByScalar(d, hn::LoadU(d, er + i), vb, vr, usable), yr + i);
-      for (; i < n; ++i) yr[i] = ScalarToBf16(er[i] / total);
-    } else {
-      const float l = hn::GetLane(IeeeLog(d, hn::Set(d, total)));
-      const uint16_t* xr = x[k];
-      const auto vm = hn::Set(d, m[k]), vl = hn::Set(d, l);
-      for (; i + N <= n; i += N) store(hn::Sub(hn::Sub(load(xr + i), vm), vl), yr + i);
-      for (; i < n; ++i) yr[i] = ScalarToBf16((one(xr[i]) - m[k]) - l);
-    }
-  }
+      [&](int64_t k, int64_t i, float v) { y[k][i] = ScalarToBf16(v); }, cnt, n, log);
 }
 
 void RoundF32ToBf16Impl(float* x, int64_t n) {
