@@ -266,7 +266,8 @@ Status SoftmaxRows(const View& x, int dim, bool log, const View& y) {
   TPU_RETURN_IF_ERROR(Rows(y, dim, dim + 1, &Y, "output"));
   const int64_t n = X.n;
   // Rows go in groups (Note [Row groups]), a group in one call (Note [Softmax row groups]): rows
-  // read and written where they are when contiguous float32, else through float buffers.
+  // read and written where they are when contiguous float32 or bfloat16 (converted as they are
+  // read and written), else through float buffers.
   const int64_t G = GroupRows(n);
   const bool bf16 = X.dtype == DType::kBF16 && Y.dtype == DType::kBF16 && X.stride == 1 && Y.stride == 1;
   ForRows(X.rows, n, 2 * G, [&](int64_t r0, int64_t r1, float* buf) {
