@@ -108,8 +108,8 @@ HWY_INLINE void LaneTotals(const float* lanes, int64_t cnt, double* out) {
 // LaneSum::kBlock, each block's lanes by RowLanes and added in double (LaneTotals), the blocks'
 // totals added in order in double from 0, as LaneSum does.
 template <class D, class Elem, class Tail>
-HWY_INLINE void RowSums(D d, int64_t cnt, int64_t n, const Elem& elem, const Tail& tail, float* HWY_RESTRICT lanes,
-                        double* sums) {
+HWY_INLINE void RowSums(D d, int64_t cnt, int64_t n, const Elem& elem, const Tail& tail, double* sums) {
+  HWY_ALIGN float lanes[16 * kSumRowGroup];
   if (n <= LaneSum::kBlock) {
     RowLanes(d, cnt, n, elem, tail, lanes);
     LaneTotals(lanes, cnt, sums);
@@ -131,10 +131,9 @@ HWY_INLINE void RowSums(D d, int64_t cnt, int64_t n, const Elem& elem, const Tai
 // sums] total.
 void SumF32RowGroupImpl(const float* const* rows, int64_t cnt, int64_t n, double* out) {
   const hn::CappedTag<float, 16> d;
-  HWY_ALIGN float lanes[16 * kSumRowGroup];
   RowSums(
       d, cnt, n, [&](auto dv, int64_t k, int64_t i) { return hn::LoadU(dv, rows[k] + i); },
-      [&](int64_t k, int64_t i) { return rows[k][i]; }, lanes, out);
+      [&](int64_t k, int64_t i) { return rows[k][i]; }, out);
 }
 
 // Note [Norm row groups]: layer norm's and RMS norm's forward for a group of cnt <= kSumRowGroup
@@ -149,11 +148,10 @@ void LayerNormGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, 
   const hn::CappedTag<float, 16> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const float fn = static_cast<float>(n);
-  HWY_ALIGN float lanes[16 * kSumRowGroup];
   double sums[kSumRowGroup];
   RowSums(
       d, cnt, n, [&](auto dv, int64_t k, int64_t i) { return hn::LoadU(dv, x[k] + i); },
-      [&](int64_t k, int64_t i) { return x[k][i]; }, lanes, sums);
+      [&](int64_t k, int64_t i) { return x[k][i]; }, sums);
   for (int64_t k = 0; k < cnt; ++k) mu[k] = static_cast<float>(0.0 + sums[k]) / fn;
   RowSums(
       d, cnt, n,
@@ -165,7 +163,7 @@ void LayerNormGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, 
         const float v = x[k][i] - mu[k];
         return RoundedScalar(v * v);
       },
-      lanes, sums);
+      sums);
   for (int64_t k = 0; k < cnt; ++k) {
     const float r = rs[k] = 1.0f / std::sqrt(static_cast<float>(0.0 + sums[k]) / fn + eps);
     const float m = mu[k];
@@ -193,7 +191,6 @@ void RmsNormGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, in
   const hn::CappedTag<float, 16> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const float fn = static_cast<float>(n);
-  HWY_ALIGN float lanes[16 * kSumRowGroup];
   double sums[kSumRowGroup];
   RowSums(
       d, cnt, n,
@@ -201,7 +198,7 @@ void RmsNormGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, in
         const auto v = hn::LoadU(dv, x[k] + i);
         return Rounded(hn::Mul(v, v));
       },
-      [&](int64_t k, int64_t i) { return RoundedScalar(x[k][i] * x[k][i]); }, lanes, sums);
+      [&](int64_t k, int64_t i) { return RoundedScalar(x[k][i] * x[k][i]); }, sums);
   for (int64_t k = 0; k < cnt; ++k) {
     const float r = rs[k] = 1.0f / std::sqrt(static_cast<float>(0.0 + sums[k]) / fn + eps);
     const float* xr = x[k];
@@ -379,7 +376,6 @@ HWY_INLINE void SoftmaxGroupOf(D d, const Load& x, const One& one, float* const*
     m[k] = MaxRowOf(
         d, [&](auto, int64_t i) TPU_LAMBDA_INLINE { return x(k, i); }, [&](int64_t i) { return one(k, i); }, n,
         -std::numeric_limits<float>::infinity(), true);
-  HWY_ALIGN float lanes[16 * kSumRowGroup];
   double sums[kSumRowGroup];
   RowSums(
       d, cnt, n,
@@ -393,7 +389,7 @@ HWY_INLINE void SoftmaxGroupOf(D d, const Load& x, const One& one, float* const*
         if (!log) e[k][i] = v;
         return v;
       },
-      lanes, sums);
+      sums);
   for (int64_t k = 0; k < cnt; ++k) {
     const float total = static_cast<float>(0.0 + sums[k]);
     int64_t i = 0;
@@ -429,7 +425,6 @@ void SoftmaxBackwardGroupF32Impl(const float* const* g, const float* const* y, f
                                  int64_t n, bool log) {
   const hn::CappedTag<float, 16> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  HWY_ALIGN float lanes[16 * kSumRowGroup];
   double sums[kSumRowGroup];
   RowSums(
       d, cnt, n,
@@ -437,7 +432,7 @@ void SoftmaxBackwardGroupF32Impl(const float* const* g, const float* const* y, f
         const auto gv = hn::LoadU(dv, g[k] + i);
         return log ? gv : Rounded(hn::Mul(gv, hn::LoadU(dv, y[k] + i)));
       },
-      [&](int64_t k, int64_t i) { return log ? g[k][i] : RoundedScalar(g[k][i] * y[k][i]); }, lanes, sums);
+      [&](int64_t k, int64_t i) { return log ? g[k][i] : RoundedScalar(g[k][i] * y[k][i]); }, sums);
   for (int64_t k = 0; k < cnt; ++k) {
     const float s = static_cast<float>(0.0 + sums[k]);
     const float *gr = g[k], *yr = y[k];
@@ -474,18 +469,26 @@ void MaxF32ColsImpl(const float* x, float* acc, int64_t n, bool is_max) {
   for (; i < n; ++i) acc[i] = ((is_max ? acc[i] > x[i] : acc[i] < x[i]) || acc[i] != acc[i]) ? acc[i] : x[i];
 }
 
+// bfloat16 values widened to float (exactly): a vector of them from p, and one.
+template <class DF>
+HWY_INLINE hn::Vec<DF> WidenBf16(DF df, const uint16_t* p) {
+  const hn::RebindToUnsigned<DF> du;
+  const hn::Rebind<uint16_t, DF> d16;
+  return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, p))));
+}
+HWY_INLINE float ScalarFromBf16(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+
 void Bf16ToF32Impl(const uint16_t* x, float* out, int64_t n) {
   const hn::ScalableTag<float> df;
-  const hn::RebindToUnsigned<decltype(df)> du;
-  const hn::Rebind<uint16_t, decltype(df)> d16;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   int64_t i = 0;
-  for (; i + N <= n; i += N)
-    hn::StoreU(hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, x + i)))), df, out + i);
-  for (; i < n; ++i) {
-    uint32_t bits = static_cast<uint32_t>(x[i]) << 16;
-    __builtin_memcpy(out + i, &bits, 4);
-  }
+  for (; i + N <= n; i += N) hn::StoreU(WidenBf16(df, x + i), df, out + i);
+  for (; i < n; ++i) out[i] = ScalarFromBf16(x[i]);
 }
 
 // bits of x rounded to nearest even at bit 16 (low half then cleared by the caller); NaN kept.
@@ -506,16 +509,20 @@ uint16_t ScalarToBf16(float f) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// v rounded to bfloat16 (nearest even, NaN kept), stored at p.
+template <class DF>
+HWY_INLINE void StoreBf16(DF df, hn::Vec<DF> v, uint16_t* p) {
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> d16;
+  auto hi = hn::ShiftRight<16>(RoundedBits(df, v));  // <= 0xFFFF
+  hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hi)), d16, p);
+}
+
 void F32ToBf16Impl(const float* x, uint16_t* out, int64_t n) {
   const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
-  const hn::Rebind<uint16_t, decltype(df)> d16;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   int64_t i = 0;
-  for (; i + N <= n; i += N) {
-    auto hi = hn::ShiftRight<16>(RoundedBits(df, hn::LoadU(df, x + i)));  // <= 0xFFFF
-    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hi)), d16, out + i);
-  }
+  for (; i + N <= n; i += N) StoreBf16(df, hn::LoadU(df, x + i), out + i);
   for (; i < n; ++i) out[i] = ScalarToBf16(x[i]);
 }
 
@@ -528,24 +535,10 @@ void F32ToBf16Impl(const float* x, uint16_t* out, int64_t n) {
 void SoftmaxGroupBf16Impl(const uint16_t* const* x, uint16_t* const* y, float* const* e, int64_t cnt, int64_t n,
                           bool log) {
   const hn::CappedTag<float, 16> d;
-  const hn::RebindToUnsigned<decltype(d)> du;
-  const hn::RebindToSigned<decltype(d)> di;
-  const hn::Rebind<uint16_t, decltype(d)> d16;
-  auto one = [&](int64_t k, int64_t i) {
-    const uint32_t bits = static_cast<uint32_t>(x[k][i]) << 16;
-    float f;
-    __builtin_memcpy(&f, &bits, 4);
-    return f;
-  };
   SoftmaxGroupOf(
-      d,
-      [&](int64_t k, int64_t i) TPU_LAMBDA_INLINE {
-        return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, x[k] + i))));
-      },
-      one, e,
-      [&](int64_t k, int64_t i, auto v) TPU_LAMBDA_INLINE {
-        hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(RoundedBits(d, v)))), d16, y[k] + i);
-      },
+      d, [&](int64_t k, int64_t i) TPU_LAMBDA_INLINE { return WidenBf16(d, x[k] + i); },
+      [&](int64_t k, int64_t i) { return ScalarFromBf16(x[k][i]); }, e,
+      [&](int64_t k, int64_t i, auto v) TPU_LAMBDA_INLINE { StoreBf16(d, v, y[k] + i); },
       [&](int64_t k, int64_t i, float v) { y[k][i] = ScalarToBf16(v); }, cnt, n, log);
 }
 
@@ -558,10 +551,7 @@ void RoundF32ToBf16Impl(float* x, int64_t n) {
     auto r = hn::And(RoundedBits(df, hn::LoadU(df, x + i)), hn::Set(du, 0xFFFF0000u));
     hn::StoreU(hn::BitCast(df, r), df, x + i);
   }
-  for (; i < n; ++i) {
-    uint32_t bits = static_cast<uint32_t>(ScalarToBf16(x[i])) << 16;
-    __builtin_memcpy(x + i, &bits, 4);
-  }
+  for (; i < n; ++i) x[i] = ScalarFromBf16(ScalarToBf16(x[i]));
 }
 
 }  // namespace HWY_NAMESPACE
