@@ -456,12 +456,10 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
           // of 4 made batch norm's backward on [16, 256, 2, 2] take 7 ns an element.
           LoadRowsSplat(o.dtype, p, row_bytes, row, m, t);
         } else {
-          for (int64_t j = 0; j < m; ++j, t += row * rb) {
-            // Broadcast along the row: load one element, splat (whole vectors: the fill was
-            // most of group norm's affine on [16, 8, 12, 256], a splat per 256-element tile).
-            Load(o.dtype, p + j * row_bytes, 0, 1, t);
-            SplatReg(t, rb, row);
-          }
+          // One row broadcast along: load one element, splat (whole vectors: the fill was most
+          // of group norm's affine on [16, 8, 12, 256], a splat per 256-element tile).
+          Load(o.dtype, p, 0, 1, t);
+          SplatReg(t, rb, row);
         }
       }
     }
