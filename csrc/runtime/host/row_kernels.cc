@@ -177,10 +177,9 @@ void StoreOne(DType t, float f, char* p) {
 // Whether v's rows are float32 runs that kernels read and write where they are.
 bool InPlace(const RowSet& v) { return v.dtype == DType::kF32 && (v.stride == 1 || v.n == 1); }
 
-// Row r of v as floats: v's own memory when it is contiguous float32, else converted into buf.
-const float* Read(const RowSet& v, int64_t r, float* buf) {
-  const char* p = v.Row(r);
-  if (InPlace(v)) return reinterpret_cast<const float*>(p);
+// Read, Target and Flush run once per row, and rows are often short (attention's 64): the common
+// case -- a contiguous float32 row, used where it is -- is inline; conversions are out of line.
+const float* ReadConverted(const RowSet& v, const char* p, float* buf) {
   if (v.dtype == DType::kBF16 && v.stride == 1) {
     Bf16ToF32(reinterpret_cast<const uint16_t*>(p), buf, v.n);
   } else {
@@ -189,18 +188,56 @@ const float* Read(const RowSet& v, int64_t r, float* buf) {
   }
   return buf;
 }
-
-// Where row r of v is computed: in place when contiguous float32, else in buf (then Flush).
-float* Target(const RowSet& v, int64_t r, float* buf) {
-  if (InPlace(v)) return reinterpret_cast<float*>(v.Row(r));
-  return buf;
-}
-void Flush(const RowSet& v, int64_t r, const float* vals) {
-  char* p = v.Row(r);
-  if (reinterpret_cast<const char*>(vals) == p) return;
+void FlushConverted(const RowSet& v, char* p, const float* vals) {
   if (v.dtype == DType::kBF16 && v.stride == 1) return F32ToBf16(vals, reinterpret_cast<uint16_t*>(p), v.n);
   int64_t es = v.stride * DTypeSize(v.dtype);
   for (int64_t j = 0; j < v.n; ++j) StoreOne(v.dtype, vals[j], p + j * es);
+}
+
+// Row r of v as floats: v's own memory when it is contiguous float32, else converted into buf.
+inline const float* Read(const RowSet& v, int64_t r, float* buf) {
+  const char* p = v.Row(r);
+  if (InPlace(v)) return reinterpret_cast<const float*>(p);
+  return ReadConverted(v, p, buf);
+}
+
+// Where row r of v is computed: in place when contiguous float32, else in buf (then Flush).
+inline float* Target(const RowSet& v, int64_t r, float* buf) {
+  if (InPlace(v)) return reinterpret_cast<float*>(v.Row(r));
+  return buf;
+}
+inline void Flush(const RowSet& v, int64_t r, const float* vals) {
+  char* p = v.Row(r);
+  if (reinterpret_cast<const char*>(vals) == p) return;
+  FlushConverted(v, p, vals);
+}
+
+// A group's rows [g0, g0 + cnt) at once (Read, Target and Flush for each): rows in place in a
+// single run of outer dims are a base and a step, with no per-row offset arithmetic; others go
+// row by row, row k through buf + k * n.
+inline bool LinearInPlace(const RowSet& v) { return InPlace(v) && v.outer.size() <= 1; }
+inline int64_t RowStep(const RowSet& v) { return v.outer.empty() ? 0 : v.outer[0].stride * v.esize; }
+void ReadRows(const RowSet& v, int64_t g0, int64_t cnt, float* buf, const float** out) {
+  if (LinearInPlace(v)) {
+    const int64_t step = RowStep(v);
+    const char* p = v.base + g0 * step;
+    for (int64_t k = 0; k < cnt; ++k, p += step) out[k] = reinterpret_cast<const float*>(p);
+    return;
+  }
+  for (int64_t k = 0; k < cnt; ++k) out[k] = Read(v, g0 + k, buf + k * v.n);
+}
+void TargetRows(const RowSet& v, int64_t g0, int64_t cnt, float* buf, float** out) {
+  if (LinearInPlace(v)) {
+    const int64_t step = RowStep(v);
+    char* p = v.base + g0 * step;
+    for (int64_t k = 0; k < cnt; ++k, p += step) out[k] = reinterpret_cast<float*>(p);
+    return;
+  }
+  for (int64_t k = 0; k < cnt; ++k) out[k] = Target(v, g0 + k, buf + k * v.n);
+}
+void FlushRows(const RowSet& v, int64_t g0, int64_t cnt, float* const* vals) {
+  if (InPlace(v)) return;  // Target gave v's own rows
+  for (int64_t k = 0; k < cnt; ++k) Flush(v, g0 + k, vals[k]);
 }
 
 float Scalar(const RowSet& v, int64_t r) { return LoadOne(v.dtype, v.Row(r)); }
@@ -287,12 +324,10 @@ Status SoftmaxRows(const View& x, int dim, bool log, const View& y) {
         SoftmaxGroupBf16(xb, yb, eb, cnt, n, log);
         continue;
       }
-      for (int64_t k = 0; k < cnt; ++k) {
-        xr[k] = Read(X, g0 + k, buf + k * n);
-        yr[k] = Target(Y, g0 + k, buf + (G + k) * n);
-      }
+      ReadRows(X, g0, cnt, buf, xr);
+      TargetRows(Y, g0, cnt, buf + G * n, yr);
       SoftmaxGroupF32(xr, yr, cnt, n, log);
-      for (int64_t k = 0; k < cnt; ++k) Flush(Y, g0 + k, yr[k]);
+      FlushRows(Y, g0, cnt, yr);
     }
   });
   return Status::Ok();
@@ -315,13 +350,11 @@ Status SoftmaxBackwardRows(const View& g, const View& y, int dim, bool log, cons
     float* dr[kSumRowGroup];
     for (int64_t g0 = r0; g0 < r1; g0 += R) {
       const int64_t cnt = std::min(R, r1 - g0);
-      for (int64_t k = 0; k < cnt; ++k) {
-        gr[k] = Read(G, g0 + k, buf + k * n);
-        yr[k] = Read(Y, g0 + k, buf + (R + k) * n);
-        dr[k] = Target(D, g0 + k, buf + (2 * R + k) * n);
-      }
+      ReadRows(G, g0, cnt, buf, gr);
+      ReadRows(Y, g0, cnt, buf + R * n, yr);
+      TargetRows(D, g0, cnt, buf + 2 * R * n, dr);
       SoftmaxBackwardGroupF32(gr, yr, dr, cnt, n, log);
-      for (int64_t k = 0; k < cnt; ++k) Flush(D, g0 + k, dr[k]);
+      FlushRows(D, g0, cnt, dr);
     }
   });
   return Status::Ok();
@@ -408,13 +441,11 @@ Status LayerNormRows(const View& x, int axis, const View* weight, const View* bi
     float mus[kSumRowGroup], rss[kSumRowGroup];
     for (int64_t g0 = r0; g0 < r1; g0 += G) {
       const int64_t cnt = std::min(G, r1 - g0);
-      for (int64_t k = 0; k < cnt; ++k) {
-        rows[k] = Read(X, g0 + k, xbuf + k * n);
-        yrows[k] = Target(Y, g0 + k, ybuf + k * n);
-      }
+      ReadRows(X, g0, cnt, xbuf, rows);
+      TargetRows(Y, g0, cnt, ybuf, yrows);
       LayerNormGroupF32(rows, yrows, cnt, n, w, b, feps, mus, rss);
+      FlushRows(Y, g0, cnt, yrows);
       for (int64_t k = 0; k < cnt; ++k) {
-        Flush(Y, g0 + k, yrows[k]);
         if (mean) SetScalar(M, g0 + k, mus[k]);
         if (rstd) SetScalar(R, g0 + k, rss[k]);
       }
@@ -490,15 +521,12 @@ Status RmsNormRows(const View& x, int axis, const View* weight, double eps, cons
     float rss[kSumRowGroup];
     for (int64_t g0 = r0; g0 < r1; g0 += G) {
       const int64_t cnt = std::min(G, r1 - g0);
-      for (int64_t k = 0; k < cnt; ++k) {
-        rows[k] = Read(X, g0 + k, buf + k * n);
-        yrows[k] = Target(Y, g0 + k, buf + (G + k) * n);
-      }
+      ReadRows(X, g0, cnt, buf, rows);
+      TargetRows(Y, g0, cnt, buf + G * n, yrows);
       RmsNormGroupF32(rows, yrows, cnt, n, w, feps, rss);
-      for (int64_t k = 0; k < cnt; ++k) {
-        Flush(Y, g0 + k, yrows[k]);
-        if (rrms) SetScalar(R, g0 + k, rss[k]);
-      }
+      FlushRows(Y, g0, cnt, yrows);
+      if (rrms)
+        for (int64_t k = 0; k < cnt; ++k) SetScalar(R, g0 + k, rss[k]);
     }
   });
   return Status::Ok();
