@@ -518,7 +518,10 @@ Status Execute(const Problem& p) {
 // most kSmallPatch elements is computed as P x W, W[(k, f), o] = rhs[o, f, k], with OpenBLAS's
 // sgemm on blocks of P's rows (one per pool thread, for products of 8M multiply-adds and up): the
 // same sums as the definition, in float32 (as oneDNN's), in another order. Kernel positions that
-// meet no input (8 of 9 for a 3x3 kernel over a padded 1x1 image) are left out. The patches come
+// meet no input (8 of 9 for a 3x3 kernel over a padded 1x1 image) are left out, and so are output
+// positions that no kernel position meets (written as zeros: 8 of 9 of the weight gradient of that
+// convolution, a 3x3 output from a 1x1 "kernel", where their rows were most of the product, of the
+// patch zeroing and of the scattered stores). The patches come
 // from the reference loops' coordinate tables (WindowCoordinates, conv_util.h), so strides, padding
 // and both dilations are covered; feature or batch groups are left to oneDNN.
 constexpr int64_t kSmallPatch = int64_t{1} << 20;
@@ -614,20 +617,73 @@ Status SmallConvolution(const ConvolutionSpec& s, const View& L, const View& R, 
     for (int64_t o = 0; o < O; ++o)
       for (int64_t f = 0; f < I; ++f) wt[o * cols + static_cast<int64_t>(t) * I + f] = w[woff + f * R.strides[1] + o * R.strides[0]];
   }
+  // Output positions that no tap of the kernel meets (a weight gradient's corners over a padded
+  // 1x1 or 2x2 image: 8 of 9, 5 of 9) are zero: only the others are rows of the product.
+  std::vector<int64_t> ypos, yzero;  // positions within an image, as flat indices
+  {
+    std::vector<int64_t> yc(n);
+    for (int64_t yp = 0; yp < ysize; ++yp) {
+      for (int64_t d = n - 1, r = yp; d >= 0; --d) {
+        yc[d] = r % Y.dims[2 + d];
+        r /= Y.dims[2 + d];
+      }
+      bool any = false;
+      for (size_t t = 0; t < taps.size() && !any; ++t) {
+        bool valid = true;
+        for (int d = 0; d < n && valid; ++d) valid = tables[d][yc[d] * R.dims[2 + d] + tap_k[t * n + d]] >= 0;
+        any = valid;
+      }
+      (any ? ypos : yzero).push_back(yp);
+    }
+  }
+  auto ypos_offset = [&](int64_t yp) {
+    int64_t off = 0;
+    for (int64_t d = n - 1, r = yp; d >= 0; --d) {
+      off += (r % Y.dims[2 + d]) * Y.strides[2 + d];
+      r /= Y.dims[2 + d];
+    }
+    return off;
+  };
+  // A dense output (every element once, in any order) is zeroed in one pass, the product's rows
+  // written over it; else the zero positions one by one.
+  bool dense = false;
+  if (!yzero.empty()) {
+    const char *lo, *hi;
+    ViewExtent(Y, &lo, &hi);
+    dense = hi - lo == Y.NumElements() * static_cast<int64_t>(sizeof(float));
+    for (size_t d = 0; d < Y.dims.size() && dense; ++d) dense = Y.dims[d] == 1 || Y.strides[d] != 0;
+    if (dense) std::memset(const_cast<char*>(lo), 0, static_cast<size_t>(hi - lo));
+  }
+  if (!yzero.empty() && !dense) {
+    std::vector<int64_t> zoffs;
+    for (int64_t yp : yzero) zoffs.push_back(ypos_offset(yp));
+    // In memory order: the image and feature dims with the larger stride outside.
+    const bool images_outside = Y.strides[0] >= Y.strides[1];
+    const int64_t n0 = images_outside ? B : O, n1 = images_outside ? O : B;
+    const int64_t s0 = images_outside ? Y.strides[0] : Y.strides[1], s1 = images_outside ? Y.strides[1] : Y.strides[0];
+    for (int64_t i0 = 0; i0 < n0; ++i0)
+      for (int64_t i1 = 0; i1 < n1; ++i1) {
+        float* yo = y + i0 * s0 + i1 * s1;
+        for (int64_t off : zoffs) yo[off] = 0.0f;
+      }
+  }
+  const int64_t per_image = static_cast<int64_t>(ypos.size());
+  const int64_t prows = B * per_image;  // the product's rows: (image, position that a tap meets)
+  if (prows == 0) return Status::Ok();
   SingleThreadedBlas();
   ThreadPool& pool = ThreadPool::Get();
   // Threads only for products big enough to pay for waking them (~50 us of work each).
-  const int64_t parts = rows * cols * O >= (int64_t{1} << 23) ? std::min<int64_t>(pool.num_threads(), rows) : 1;
+  const int64_t parts = prows * cols * O >= (int64_t{1} << 23) ? std::min<int64_t>(pool.num_threads(), prows) : 1;
   auto body = [&](int64_t p0, int64_t p1) {
     std::vector<float> patch, prod;
     std::vector<int64_t> yc(n), yoffs;
     for (int64_t part = p0; part < p1; ++part) {
-      const int64_t lo = part * rows / parts, hi = (part + 1) * rows / parts, m = hi - lo;
+      const int64_t lo = part * prows / parts, hi = (part + 1) * prows / parts, m = hi - lo;
       if (m == 0) continue;
       patch.assign(static_cast<size_t>(m * cols), 0.0f);
       for (int64_t row = lo; row < hi; ++row) {
-        const int64_t b = row / ysize;
-        for (int64_t d = n - 1, r = row % ysize; d >= 0; --d) {
+        const int64_t b = row / per_image;
+        for (int64_t d = n - 1, r = ypos[row % per_image]; d >= 0; --d) {
           yc[d] = r % Y.dims[2 + d];
           r /= Y.dims[2 + d];
         }
@@ -648,14 +704,8 @@ Status SmallConvolution(const ConvolutionSpec& s, const View& L, const View& R, 
       }
       prod.resize(static_cast<size_t>(m * O));
       yoffs.resize(static_cast<size_t>(m));
-      for (int64_t row = lo; row < hi; ++row) {
-        int64_t yoff = row / ysize * Y.strides[0];
-        for (int64_t d = n - 1, r = row % ysize; d >= 0; --d) {
-          yoff += (r % Y.dims[2 + d]) * Y.strides[2 + d];
-          r /= Y.dims[2 + d];
-        }
-        yoffs[row - lo] = yoff;
-      }
+      for (int64_t row = lo; row < hi; ++row)
+        yoffs[row - lo] = row / per_image * Y.strides[0] + ypos_offset(ypos[row % per_image]);
       if (Y.strides[1] == 1) {  // channels-last output: rows of O features
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(O),
                     static_cast<int>(cols), 1.0f, patch.data(), static_cast<int>(cols), wt.data(),

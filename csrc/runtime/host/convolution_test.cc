@@ -4,6 +4,7 @@
 // Values are small multiples of 1/4, so every sum is exact and results compare with ==.
 #include <cstdint>
 #include <ostream>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -126,7 +127,9 @@ void CheckCase(const ConvCase& k, DType dt, DType rt) {
   auto x = Values<E>(Prod(xd), 1), w = Values<E>(Prod(wd), 2), gy = Values<E>(Prod(yd), 3);
   Naive want = RunNaive(k, AsFloat(x), AsFloat(w), AsFloat(gy));
   ConvParams p{k.stride, k.padding, k.dilation, k.groups};
-  std::vector<R> y(Prod(yd)), gx(Prod(xd)), gw(Prod(wd));
+  // Results start as NaN: every element must be written (zeros included).
+  const R unwritten = std::numeric_limits<R>::quiet_NaN();
+  std::vector<R> y(Prod(yd), unwritten), gx(Prod(xd), unwritten), gw(Prod(wd), unwritten);
   {
     Builder b;
     int xp = b.Param(T(dt, xd)), wp = b.Param(T(dt, wd));
@@ -224,7 +227,8 @@ TEST_P(ConvTest, ChannelsLastBindings) {
   Naive want = RunNaive(k, x, w, gy);
   ConvParams p{k.stride, k.padding, k.dilation, k.groups};
   auto xl = Relayout(x, xd, true), wl = Relayout(w, wd, true), gyl = Relayout(gy, yd, true);
-  std::vector<float> y(Prod(yd)), gx(Prod(xd)), gw(Prod(wd));
+  const float unwritten = std::numeric_limits<float>::quiet_NaN();  // every element must be written
+  std::vector<float> y(Prod(yd), unwritten), gx(Prod(xd), unwritten), gw(Prod(wd), unwritten);
   auto cl = [](std::vector<float>& v, const Dims& d) { return Bind(v, F, d, ChannelsLastStrides(d)); };
   {
     Builder b;
