@@ -86,13 +86,7 @@ void FoldPlanes(const Tables& t, const Dims (&strides)[N], int64_t begin, int64_
         const int64_t r0 = std::max<int64_t>(h, 0), r1 = std::min(h + kh, IH);
         const int64_t c0 = std::max<int64_t>(w, 0), c1 = std::min(w + kw, IW);
         f.Start();
-        if (r0 < r1 && c0 < c1) {
-          for (int64_t r = r0; r < r1; ++r) {
-            int64_t off[N];
-            for (int j = 0; j < N; ++j) off[j] = poff[j] + r * sh[j] + c0 * sw[j];
-            f.AddRun(off, sw, c1 - c0);
-          }
-        }
+        if (r0 < r1 && c0 < c1) f.Box(poff, sh, sw, r0, r1, c0, c1);
         if ((r1 - r0) * (c1 - c0) != kh * kw || r0 >= r1 || c0 >= c1) f.FoldPadding();
         f.Finish(idx);
         if (++ow == OW) ow = 0, ++oh;
@@ -233,6 +227,16 @@ struct ReduceFolder {
     return false;
   }
   void FoldPadding() { acc = Combine<K>(acc, init); }
+  // Rows [r0, r1) x columns [c0, c1) of a plane (FoldPlanes' box), row by row.
+  template <int N>
+  void Box(const int64_t (&poff)[N], const int64_t (&sh)[N], const int64_t (&sw)[N], int64_t r0, int64_t r1,
+           int64_t c0, int64_t c1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t off[N];
+      for (int j = 0; j < N; ++j) off[j] = poff[j] + r * sh[j] + c0 * sw[j];
+      AddRun(off, sw, c1 - c0);
+    }
+  }
   // `count` elements from offset off[0], `step[0]` apart. Max and min of floats keep the NaN test
   // apart from the comparison, so the comparison is a plain max/min instruction rather than a
   // branch on unpredictable data.
@@ -326,6 +330,47 @@ struct ArgFolder {
   void Finish(int64_t i) {
     if (n > 0) Flush();
     dst[i] = best_i;
+  }
+  // A box of a plane (FoldPlanes), the first element of a fold (Start() before it): the same two
+  // passes as Flush, over the operand itself rather than a buffer of copies -- the box is a few
+  // L1-resident runs, and a 3x3 pooling window spent most of its time filling the buffer.
+  template <int N>
+  void Box(const int64_t (&poff)[N], const int64_t (&sh)[N], const int64_t (&sw)[N], int64_t r0, int64_t r1,
+           int64_t c0, int64_t c1) {
+    const int64_t cols = c1 - c0;
+    T m = best;
+    bool nan = false;
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* p = src + poff[0] + r * sh[0] + c0 * sw[0];
+      for (int64_t c = 0; c < cols; ++c) {
+        const T v = p[c * sw[0]];
+        nan |= v != v;
+        m = v > m ? v : m;
+      }
+    }
+    int64_t bi;
+    if (nan) {  // the largest index among the NaNs
+      bi = std::numeric_limits<int64_t>::min();
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* p = src + poff[0] + r * sh[0] + c0 * sw[0];
+        const int64_t* q = index + poff[1] + r * sh[1] + c0 * sw[1];
+        for (int64_t c = 0; c < cols; ++c) bi = p[c * sw[0]] != p[c * sw[0]] ? std::max(bi, q[c * sw[1]]) : bi;
+      }
+      m = std::numeric_limits<T>::quiet_NaN();
+    } else {  // the smallest index among the elements equal to the maximum (masks, as in Flush)
+      bi = best == m ? best_i : std::numeric_limits<int64_t>::max();
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* p = src + poff[0] + r * sh[0] + c0 * sw[0];
+        const int64_t* q = index + poff[1] + r * sh[1] + c0 * sw[1];
+        for (int64_t c = 0; c < cols; ++c) {
+          const int64_t eq = -static_cast<int64_t>(p[c * sw[0]] == m);
+          const int64_t cand = (q[c * sw[1]] & eq) | (std::numeric_limits<int64_t>::max() & ~eq);
+          bi = cand < bi ? cand : bi;
+        }
+      }
+    }
+    best = m;
+    best_i = bi;
   }
   bool PaddingAnywhere() const { return true; }  // padding is skipped
   void FoldPadding() {}
