@@ -23,12 +23,18 @@
 #include <limits>
 #include <tuple>
 
+#include "torch/lower/index_util.h"
 #include "torch/lower/nn_util.h"
 #include "torch/lower/structured.h"
 
 namespace tpu::torch_bridge {
 
-// Scatter-adds grad_output at `indices` (flat within the last n dims of self) into gi.
+// Scatter-adds grad_output at `indices` (flat within the last n dims of self) into gi: a scatter
+// along the plane dim of [planes, plane] batched over the planes (torch.scatter_add's form), so
+// the host runs the planes in parallel, each plane's updates in order; the flat form (plane
+// offsets added to the indices, one scatter over [planes * plane]) had every thread walk every
+// update ([16, 64, 56, 56] backward: ~3.2 ms, PyTorch CPU 0.9 ms). An index outside its plane is
+// an error at the op.
 void MaxPoolBackwardInto(const char* op, const at::Tensor& grad_output, const at::Tensor& self,
                          const at::Tensor& indices, int n, const at::Tensor& gi) {
   Lowering l(op);
@@ -37,15 +43,11 @@ void MaxPoolBackwardInto(const char* op, const at::Tensor& grad_output, const at
   int64_t plane = c10::multiply_integers(self.sizes().slice(self.dim() - n));
   int64_t planes = self.numel() / plane;
   int64_t opl = grad_output.numel() / planes;
-  // Flat indices into the whole input: plane number * plane size + index.
   Dims pl_dims{planes, opl};
-  int idx = b.Reshape(l.Input(indices), pl_dims);
-  int base = b.Binary(OpCode::kMultiply, b.Iota(TensorType{DType::kI64, pl_dims}, 0),
-                      nn::Fill(b, plane, DType::kI64, pl_dims));
-  int flat = b.Reshape(b.Binary(OpCode::kAdd, idx, base), {planes * opl, 1});
-  int g = b.Reshape(l.Input(grad_output, OpMath(grad_output.scalar_type())), {planes * opl});
-  int zeros = nn::Fill(b, 0, ct, {planes * plane});
-  int r = b.Scatter(zeros, flat, g, {}, {0}, {0}, ReduceKind::kAdd, /*checked=*/true);
+  int idx = AsIndexColumn(b, b.Reshape(l.Input(indices), pl_dims));
+  int g = b.Reshape(l.Input(grad_output, OpMath(grad_output.scalar_type())), pl_dims);
+  int zeros = nn::Fill(b, 0, ct, {planes, plane});
+  int r = b.Scatter(zeros, idx, g, {}, {1}, {1}, ReduceKind::kAdd, /*checked=*/true, {0}, {0});
   l.CaptureLocation();
   l.Output(b.Reshape(r, ToDims(self.sizes())), gi);
   l.Run();
