@@ -4,7 +4,8 @@ and (nearest) uint8, both eager modes, no CPU fallback. (The programs run on XLA
 test_conv_xla.py.)
 
 Tolerances: indices and weights are computed with CPU's float formulas, so nearest is exact and
-bilinear differs only by the rounding of its weighted sums: rtol=1e-5, atol=1e-6 (float64
+bilinear differs only by the rounding of its weighted sums (nearest's gradient when every dim doubles
+is CPU's sum in CPU's order: exact): rtol=1e-5, atol=1e-6 (float64
 rtol=1e-12); bfloat16 rounds once from float32 on both sides: one bfloat16 ulp, rtol=1.6e-2.
 """
 import pytest
@@ -37,6 +38,19 @@ def test_nearest(mode, no_fallback, kw):
     with torch.no_grad():  # the values are copies: exact
         torch.testing.assert_close(F.interpolate(x.to("tpu"), mode="nearest", **kw).cpu(),
                                    F.interpolate(x, mode="nearest", **kw), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_nearest_doubled_gradient_is_cpus_sum(mode, no_fallback, dims):
+    """Doubling every dim: each input's gradient is the sum of its 2, 4 or 8 output gradients, added
+    in CPU's order (the output's row-major order), so the same bits."""
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn((2, 3) + (3, 5, 4)[3 - dims:], generator=g)
+    gy = torch.randn((2, 3) + tuple(2 * s for s in x.shape[2:]), generator=g)
+    a, d = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
+    F.interpolate(a, scale_factor=2, mode="nearest").backward(gy)
+    F.interpolate(d, scale_factor=2, mode="nearest").backward(gy.to("tpu"))
+    torch.testing.assert_close(d.grad.cpu(), a.grad, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("align_corners", [False, True])

@@ -184,10 +184,22 @@ void UpsampleNearestBackwardInto(const char* op, const at::Tensor& grad,
                                  at::IntArrayRef output_size, at::IntArrayRef input_size,
                                  const UpsampleScales& scales, const at::Tensor& result) {
   Lowering l(op);
+  Builder& b = l.b();
   const int n = static_cast<int>(scales.size()), first = static_cast<int>(input_size.size()) - n;
   int g = l.Input(grad, OpMath(grad.scalar_type()));
-  for (int i = n - 1; i >= 0; --i)
-    g = NearestDimBackward(l, g, first + i, input_size[first + i], output_size[i], scales[i]);
+  bool all_doubled = true;
+  for (int i = 0; i < n; ++i) all_doubled &= output_size[i] == 2 * input_size[first + i];
+  if (all_doubled) {
+    // Every dim doubled: one reduce_window over the 2x2 (2x2x2) blocks, each folded in row-major
+    // order from 0 -- CPU's order, which adds an input element's gradients as it walks the output
+    // -- in one pass where a window per dim took a pass each.
+    WindowSpec w = WindowSpec::Of(Dims(b.TypeOf(g).dims.size(), int64_t{1}));
+    for (int i = 0; i < n; ++i) w.dimensions[first + i] = w.strides[first + i] = 2;
+    g = b.ReduceWindow(g, b.Constant(0, b.TypeOf(g).dtype), w, ReduceKind::kAdd);
+  } else {
+    for (int i = n - 1; i >= 0; --i)
+      g = NearestDimBackward(l, g, first + i, input_size[first + i], output_size[i], scales[i]);
+  }
   l.Output(g, result);
   l.Run();
 }
