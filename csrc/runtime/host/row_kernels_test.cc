@@ -74,6 +74,66 @@ TEST(RowKernelsTest, SoftmaxMiddleDimAndThreadedRowsMatchFloat64) {
   }
 }
 
+// Rows in place whatever their outer layout: a gap between rows (one run of outer dims, rows a
+// step apart that is not the row length: the group's base-and-step path) and outer dims that do
+// not merge into one run (row by row), against the same rows packed densely, for the softmax
+// forward and backward, layer norm and RMS norm.
+TEST(RowKernelsTest, InPlaceRowsWithGapsAndUnmergedOuterDimsEqualDenseRows) {
+  const int64_t n = 24;
+  struct Case {
+    Dims dims, strides;
+    int64_t span;  // elements the strided buffer needs
+  };
+  const Case cases[] = {{{40, n}, {n + 8, 1}, 40 * (n + 8)},                    // gap of 8 floats
+                        {{2, 20, n}, {40 * n, n, 1}, 80 * n}};                 // [2, 20] of [2, 40]
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.dims.size());
+    const Dims dense_dims = c.dims;
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < c.dims.size(); ++d) rows *= c.dims[d];
+    std::vector<float> x(c.span, std::numeric_limits<float>::quiet_NaN()), g(c.span, 0.5f);
+    std::vector<float> xd(rows * n), gd(rows * n);
+    auto offset = [&](int64_t r, int64_t j) {  // element (row r, column j) of the strided view
+      int64_t off = j, rem = r;
+      for (int d = static_cast<int>(c.dims.size()) - 2; d >= 0; --d) {
+        off += rem % c.dims[d] * c.strides[d];
+        rem /= c.dims[d];
+      }
+      return off;
+    };
+    std::vector<float> vals = Values(rows * n, 7, 3.0f), gvals = Values(rows * n, 8);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        x[offset(r, j)] = xd[r * n + j] = vals[r * n + j];
+        g[offset(r, j)] = gd[r * n + j] = gvals[r * n + j];
+      }
+    const int last = static_cast<int>(c.dims.size()) - 1;
+    auto check = [&](const std::vector<float>& strided, const std::vector<float>& dense, const char* what) {
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < n; ++j) ASSERT_EQ(strided[offset(r, j)], dense[r * n + j]) << what << " " << r << "," << j;
+    };
+    for (bool log : {false, true}) {
+      std::vector<float> y(c.span), yd(rows * n), dx(c.span), dxd(rows * n);
+      ASSERT_TRUE(SoftmaxRows(V(x, c.dims, c.strides), last, log, V(y, c.dims, c.strides)).ok());
+      ASSERT_TRUE(SoftmaxRows(V(xd, dense_dims), last, log, V(yd, dense_dims)).ok());
+      check(y, yd, log ? "log_softmax" : "softmax");
+      ASSERT_TRUE(SoftmaxBackwardRows(V(g, c.dims, c.strides), V(y, c.dims, c.strides), last, log,
+                                      V(dx, c.dims, c.strides)).ok());
+      ASSERT_TRUE(SoftmaxBackwardRows(V(gd, dense_dims), V(yd, dense_dims), last, log, V(dxd, dense_dims)).ok());
+      check(dx, dxd, "softmax backward");
+    }
+    std::vector<float> w = Values(n, 9), b = Values(n, 10);
+    const View wv = V(w, {n}), bv = V(b, {n});
+    std::vector<float> y(c.span), yd(rows * n);
+    ASSERT_TRUE(LayerNormRows(V(x, c.dims, c.strides), last, &wv, &bv, 1e-5, V(y, c.dims, c.strides), nullptr, nullptr).ok());
+    ASSERT_TRUE(LayerNormRows(V(xd, dense_dims), last, &wv, &bv, 1e-5, V(yd, dense_dims), nullptr, nullptr).ok());
+    check(y, yd, "layer norm");
+    ASSERT_TRUE(RmsNormRows(V(x, c.dims, c.strides), last, &wv, 1e-6, V(y, c.dims, c.strides), nullptr).ok());
+    ASSERT_TRUE(RmsNormRows(V(xd, dense_dims), last, &wv, 1e-6, V(yd, dense_dims), nullptr).ok());
+    check(y, yd, "rms norm");
+  }
+}
+
 // Compiles and runs b, checking that its host plan has `rows` row steps (Note [Row chains]): the
 // chain-equality tests below compare a planned chain with the same chain kept op by op, which
 // would pass trivially if neither were matched.
