@@ -331,6 +331,37 @@ struct ArgFolder {
     if (n > 0) Flush();
     dst[i] = best_i;
   }
+  // A whole 3x3 box (a 3x3 pooling window inside the plane: most of them), unrolled: the maximum
+  // by a tree of selects and the smallest index among its equals by a tree of minimums, where the
+  // loops' carried chains were most of the time. False (nothing changed) when the box holds a
+  // NaN: the loops below take that. The same result as the loops: the set of elements equal to
+  // the maximum does not depend on the order in which it was found (-0 == +0).
+  bool Box3x3(const T* p, int64_t sp_r, int64_t sp_c, const int64_t* q, int64_t sq_r, int64_t sq_c) {
+    T v[9];
+    int64_t ix[9];
+    for (int a = 0; a < 3; ++a)
+      for (int b = 0; b < 3; ++b) {
+        v[a * 3 + b] = p[a * sp_r + b * sp_c];
+        ix[a * 3 + b] = q[a * sq_r + b * sq_c];
+      }
+    bool nan = false;
+    for (int e = 0; e < 9; ++e) nan |= v[e] != v[e];
+    if (nan) return false;
+    auto mx = [](T a, T b) { return a > b ? a : b; };
+    T m = mx(mx(mx(v[0], v[1]), mx(v[2], v[3])), mx(mx(v[4], v[5]), mx(mx(v[6], v[7]), v[8])));
+    m = mx(m, best);  // (best: Start's lowest value; -inf ties count as the window's own)
+    int64_t c[9];
+    for (int e = 0; e < 9; ++e) {
+      const int64_t eq = -static_cast<int64_t>(v[e] == m);
+      c[e] = (ix[e] & eq) | (std::numeric_limits<int64_t>::max() & ~eq);
+    }
+    auto mn = [](int64_t a, int64_t b) { return a < b ? a : b; };
+    int64_t bi = mn(mn(mn(c[0], c[1]), mn(c[2], c[3])), mn(mn(c[4], c[5]), mn(mn(c[6], c[7]), c[8])));
+    bi = best == m ? mn(bi, best_i) : bi;
+    best = m;
+    best_i = bi;
+    return true;
+  }
   // A box of a plane (FoldPlanes), the first element of a fold (Start() before it): the same two
   // passes as Flush, over the operand itself rather than a buffer of copies -- the box is a few
   // L1-resident runs, and a 3x3 pooling window spent most of its time filling the buffer.
@@ -338,6 +369,11 @@ struct ArgFolder {
   void Box(const int64_t (&poff)[N], const int64_t (&sh)[N], const int64_t (&sw)[N], int64_t r0, int64_t r1,
            int64_t c0, int64_t c1) {
     const int64_t cols = c1 - c0;
+    if (r1 - r0 == 3 && cols == 3 && !(best != best)) {
+      if (Box3x3(src + poff[0] + r0 * sh[0] + c0 * sw[0], sh[0], sw[0], index + poff[1] + r0 * sh[1] + c0 * sw[1], sh[1],
+                 sw[1]))
+        return;
+    }
     T m = best;
     bool nan = false;
     for (int64_t r = r0; r < r1; ++r) {
