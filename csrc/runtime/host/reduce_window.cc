@@ -227,10 +227,34 @@ struct ReduceFolder {
     return false;
   }
   void FoldPadding() { acc = Combine<K>(acc, init); }
-  // Rows [r0, r1) x columns [c0, c1) of a plane (FoldPlanes' box), row by row.
+  // Rows [r0, r1) x columns [c0, c1) of a plane (FoldPlanes' box), row by row. A NaN-free 3x3
+  // box of a float max or min (pooling's interior windows) is one tree, each pair keeping the
+  // earlier element unless the later one is strictly beyond it: the element AddRun's running
+  // comparison ends on (the earliest extreme, so the same sign of zero among equal zeros).
   template <int N>
   void Box(const int64_t (&poff)[N], const int64_t (&sh)[N], const int64_t (&sw)[N], int64_t r0, int64_t r1,
            int64_t c0, int64_t c1) {
+    if constexpr ((K == ReduceKind::kMax || K == ReduceKind::kMin) && std::is_floating_point_v<T>) {
+      if (r1 - r0 == 3 && c1 - c0 == 3 && acc == acc) {
+        const T* p = src + poff[0] + r0 * sh[0] + c0 * sw[0];
+        T v[9];
+        bool nan = false;
+        for (int a = 0; a < 3; ++a)
+          for (int b = 0; b < 3; ++b) {
+            v[a * 3 + b] = p[a * sh[0] + b * sw[0]];
+            nan |= v[a * 3 + b] != v[a * 3 + b];
+          }
+        if (!nan) {
+          auto keep = [](T earlier, T later) {
+            if constexpr (K == ReduceKind::kMax) return later > earlier ? later : earlier;
+            else return later < earlier ? later : earlier;
+          };
+          const T t = keep(keep(keep(v[0], v[1]), keep(v[2], v[3])), keep(keep(v[4], v[5]), keep(keep(v[6], v[7]), v[8])));
+          acc = keep(acc, t);
+          return;
+        }
+      }
+    }
     for (int64_t r = r0; r < r1; ++r) {
       int64_t off[N];
       for (int j = 0; j < N; ++j) off[j] = poff[j] + r * sh[j] + c0 * sw[j];

@@ -157,6 +157,41 @@ TEST(ReduceWindowTest, StridedBindingAndBfloat16) {
     }
 }
 
+// A 3x3 window's max (min) is its first extreme element in row-major order, as the running
+// comparison gives it (and PyTorch's pooling loop): among equal zeros, the first one's sign. The
+// whole-box tree must keep it too; a NaN anywhere in the window is the result.
+TEST(ReduceWindowTest, ThreeByThreeBoxesKeepTheFirstOfEqualExtremes) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    std::vector<float> x;
+    bool max;
+    float want;
+    bool want_negative_zero;
+  };
+  const Case cases[] = {
+      {{-1, -0.0f, -2, -3, 0.0f, -4, -5, -6, -7}, true, 0.0f, true},    // -0 first: -0
+      {{-1, 0.0f, -2, -3, -0.0f, -4, -5, -6, -7}, true, 0.0f, false},   // +0 first: +0
+      {{1, 0.0f, 2, 3, -0.0f, 4, 5, 6, 7}, false, 0.0f, false},         // min: +0 first
+      {{1, -0.0f, 2, 3, 0.0f, 4, 5, 6, 7}, false, 0.0f, true},          // min: -0 first
+      {{-1, -2, -3, -4, -5, -6, -7, -8, 9}, true, 9.0f, false},         // the last element
+      {{1, 2, 3, nan, 5, 6, 7, 8, 9}, true, nan, false},                // a NaN wins
+  };
+  for (const Case& c : cases) {
+    std::vector<float> x = c.x, out(1);
+    Builder b;
+    int xp = b.Param(T(F, {1, 3, 3}));
+    const float init = c.max ? -INFINITY : INFINITY;
+    b.Result(b.ReduceWindow(xp, b.Constant(init, F), Pool2d(3, 1, 0, 1), c.max ? ReduceKind::kMax : ReduceKind::kMin));
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, {1, 3, 3})), Bindings(Bind(out, F, {1, 1, 1}))).ok());
+    if (std::isnan(c.want)) {
+      EXPECT_TRUE(std::isnan(out[0]));
+      continue;
+    }
+    EXPECT_EQ(out[0], c.want);
+    EXPECT_EQ(std::signbit(out[0]), c.want_negative_zero) << c.x[1] << " " << c.x[4];
+  }
+}
+
 TEST(ArgReduceWindowTest, IndexOfFirstMaxLastNanAndPadding) {
   // One row of 6 values, windows of 3 with stride 1 and padding 1; the index operand is an iota.
   const float nan = std::numeric_limits<float>::quiet_NaN();
