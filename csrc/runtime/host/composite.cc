@@ -9,7 +9,9 @@
 // lowering uses (as float32), float32 compute (a bf16 gelu computes in float32 between its
 // converts, which stay ops of the region). Anything else keeps the ops, so a near miss costs
 // speed, never correctness. The chain's values are the region's slots as before; its covered ops
-// simply do not run. Backends that lower the IR themselves (PJRT) see the chain unchanged; option
+// simply do not run. silu (a logistic and a multiply) and its backward (six ops) run so too, with
+// the chain's own operations and roundings: the same bits in one pass. Backends that lower the IR
+// themselves (PJRT) see the chain unchanged; option
 // host_composites turns the matching off, for comparing.
 #include <cmath>
 
@@ -79,6 +81,52 @@ class RegionMatcher : public GraphUses {
     return true;
   }
 
+  // silu, ending at the multiply `r` = x * logistic(x) (activation.cc); sets the covered op (the
+  // logistic) and x.
+  bool Silu(int r, std::vector<int>* covered, int* x_out) const {
+    const Op& mul = g_.ops[r];
+    if (mul.code != OpCode::kMultiply || mul.type.dtype != DType::kF32) return false;
+    for (int k : {0, 1}) {
+      const int x = mul.operands[k], s = mul.operands[1 - k];
+      const Op* lg = Inner(s) ? Producer(s) : nullptr;
+      if (!lg || lg->code != OpCode::kLogistic || lg->operands[0] != x) continue;
+      if (g_.TypeOf(x).dtype != DType::kF32 || g_.TypeOf(s).dtype != DType::kF32) continue;
+      *covered = {s - np_};
+      *x_out = x;
+      return true;
+    }
+    return false;
+  }
+
+  // silu's backward, ending at the multiply `r` = (dy * s) * (1 + x * (1 - s)), s = logistic(x)
+  // (activation.cc), s read by the chain's two ops only; sets the covered ops, x and dy.
+  bool SiluBackward(int r, std::vector<int>* covered, int* x_out, int* dy_out) const {
+    const Op& root = g_.ops[r];
+    if (root.code != OpCode::kMultiply || root.type.dtype != DType::kF32) return false;
+    const int t1 = root.operands[0], w = root.operands[1];
+    const Op* m1 = Inner(t1) ? Producer(t1) : nullptr;
+    if (!m1 || m1->code != OpCode::kMultiply) return false;
+    const int dy = m1->operands[0], s = m1->operands[1];
+    const Op* lg = Producer(s);
+    if (!lg || lg->code != OpCode::kLogistic || InRegion(s) < 0 || !GraphUses::Inner(s, 2)) return false;
+    const int x = lg->operands[0];
+    int v, u, one_minus;
+    if (!Inner(w) || !WithConstant(w, OpCode::kAdd, 1.0, &v) || !Inner(v)) return false;
+    const Op& xm = *Producer(v);
+    if (xm.code != OpCode::kMultiply || xm.operands[0] != x) return false;
+    u = xm.operands[1];
+    if (!Inner(u)) return false;
+    const Op& sub = *Producer(u);
+    if (sub.code != OpCode::kSubtract || !IsConstant(sub.operands[0], 1.0) || sub.operands[1] != s) return false;
+    (void)one_minus;
+    for (int val : {x, dy, s, t1, w, v, u})
+      if (g_.TypeOf(val).dtype != DType::kF32) return false;
+    *covered = {s - np_, t1 - np_, u - np_, v - np_, w - np_};
+    *x_out = x;
+    *dy_out = dy;
+    return true;
+  }
+
   // The erf form of gelu's backward, ending at the multiply `r` = dy * (cdf + x * pdf) with
   // cdf = 0.5 * (1 + erf(x * (1/sqrt 2))), pdf = (1/sqrt(2 pi)) * exp((x * x) * -0.5) (activation.cc);
   // sets the covered ops, x and dy.
@@ -131,7 +179,7 @@ void MatchComposites(const Graph& g, FusedRegion& region) {
   region.composite_input2.clear();
   if (!Flags().host_composites) return;
   bool any = false;  // only regions with a candidate pay for the use counts
-  for (int i : region.ops) any |= g.ops[i].code == OpCode::kErf;
+  for (int i : region.ops) any |= g.ops[i].code == OpCode::kErf || g.ops[i].code == OpCode::kLogistic;
   if (!any) return;
   RegionMatcher m(g, region);
   const int nin = static_cast<int>(region.inputs.size());
@@ -159,6 +207,15 @@ void MatchComposites(const Graph& g, FusedRegion& region) {
       what = C::kGeluErfBackward;
       x_slot = slot_of(np + covered[0], x);  // as x * (1/sqrt 2) reads it
       dy_slot = slot_of(np + region.ops[i], dy);
+      if (x_slot < 0 || dy_slot < 0) continue;
+    } else if (m.Silu(region.ops[i], &covered, &x)) {
+      what = C::kSilu;
+      x_slot = slot_of(np + covered[0], x);  // as the logistic reads it
+      if (x_slot < 0) continue;
+    } else if (m.SiluBackward(region.ops[i], &covered, &x, &dy)) {
+      what = C::kSiluBackward;
+      x_slot = slot_of(np + covered[0], x);   // as the logistic reads it
+      dy_slot = slot_of(np + covered[1], dy);  // as dy * s reads it
       if (x_slot < 0 || dy_slot < 0) continue;
     } else {
       continue;

@@ -478,7 +478,12 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
         const Operand& o = operands[nin + direct_out];
         out = o.base + off[nin + direct_out] * o.elem;
       }
-      if (composite == C::kGeluErf) {
+      if (composite == C::kSilu) {
+        SiluF32Simd(static_cast<const float*>(regs[region.composite_input[i]]), static_cast<float*>(out), len);
+      } else if (composite == C::kSiluBackward) {
+        SiluBackwardF32Simd(static_cast<const float*>(regs[region.composite_input[i]]),
+                            static_cast<const float*>(regs[region.composite_input2[i]]), static_cast<float*>(out), len);
+      } else if (composite == C::kGeluErf) {
         GeluErfF32Simd(static_cast<const float*>(regs[region.composite_input[i]]), static_cast<float*>(out), len);
       } else if (composite == C::kGeluErfBackward) {
         GeluErfBackwardF32Simd(static_cast<const float*>(regs[region.composite_input[i]]),

@@ -149,6 +149,21 @@ void GeluErfBackwardF32(const float* x, const float* dy, float* out, int64_t n) 
   });
 }
 
+// silu and its backward as the lowerings' chains compute them (activation.cc), op for op and
+// rounding for rounding -- the logistic is the kLogistic kernel's, and the one product an add
+// reads passes through Rounded() -- so the same bits in one pass (Note [Region composites]).
+void SiluF32(const float* x, float* out, int64_t n) {
+  Map1(x, out, n, [](auto d, auto v) { return hn::Mul(v, Logistic(d, v)); });
+}
+void SiluBackwardF32(const float* x, const float* dy, float* out, int64_t n) {
+  Map2(x, dy, out, n, [](auto d, auto v, auto g) {
+    const auto one = hn::Set(d, 1.0f);
+    const auto s = Logistic(d, v);
+    const auto inner = hn::Add(one, Rounded(hn::Mul(v, hn::Sub(one, s))));
+    return hn::Mul(hn::Mul(g, s), inner);
+  });
+}
+
 bool UnaryF32(int code_int, const float* a, float* out, int64_t n) {
   switch (static_cast<OpCode>(code_int)) {
     case OpCode::kNegate: Map1(a, out, n, [](auto d, auto v) { return hn::Neg(v); }); return true;
@@ -344,6 +359,8 @@ namespace tpu::host {
 HWY_EXPORT(UnaryF32);
 HWY_EXPORT(GeluErfF32);
 HWY_EXPORT(GeluErfBackwardF32);
+HWY_EXPORT(SiluF32);
+HWY_EXPORT(SiluBackwardF32);
 HWY_EXPORT(ShiftExpF32);
 HWY_EXPORT(DivideByScalar);
 HWY_EXPORT(SplatU32);
@@ -375,6 +392,10 @@ void SelectF32Simd(const int32_t* p, const float* a, const float* b, float* out,
 void GeluErfF32Simd(const float* x, float* out, int64_t n) { HWY_DYNAMIC_DISPATCH(GeluErfF32)(x, out, n); }
 void GeluErfBackwardF32Simd(const float* x, const float* dy, float* out, int64_t n) {
   HWY_DYNAMIC_DISPATCH(GeluErfBackwardF32)(x, dy, out, n);
+}
+void SiluF32Simd(const float* x, float* out, int64_t n) { HWY_DYNAMIC_DISPATCH(SiluF32)(x, out, n); }
+void SiluBackwardF32Simd(const float* x, const float* dy, float* out, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(SiluBackwardF32)(x, dy, out, n);
 }
 bool UnaryF32Simd(OpCode code, const float* a, float* out, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(UnaryF32)(static_cast<int>(code), a, out, n);

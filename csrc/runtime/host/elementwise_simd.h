@@ -30,6 +30,10 @@ void DivideByScalarF32Simd(const float* a, float b, float* out, int64_t n);
 void GeluErfF32Simd(const float* x, float* out, int64_t n);
 // dy * gelu'(x), erf form (Note [Region composites]).
 void GeluErfBackwardF32Simd(const float* x, const float* dy, float* out, int64_t n);
+// out[i] = x[i] * logistic(x[i]) (silu), in one pass: Note [Region composites]; the chain's bits.
+void SiluF32Simd(const float* x, float* out, int64_t n);
+// silu's backward, (dy * s) * (1 + x * (1 - s)) with s = logistic(x): the chain's bits.
+void SiluBackwardF32Simd(const float* x, const float* dy, float* out, int64_t n);
 // out[i] = p[i] ? a[i] : b[i]
 void SelectF32Simd(const int32_t* p, const float* a, const float* b, float* out, int64_t n);
 

@@ -1,6 +1,9 @@
 // Fused elementwise chains through the host executor, checked against plain loops.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <iterator>
 #include <limits>
 #include <vector>
 
@@ -771,6 +774,90 @@ TEST(ElementwiseTest, GeluBackwardChainRunsAsOneKernel) {
     ASSERT_LE(std::fabs(off[i] - want), tol) << "chain: x " << v << " dy " << g;
     ASSERT_LE(std::fabs(on[i] - off[i]), tol) << "x " << v;
   }
+}
+
+// silu and its backward as activation.cc emits them: x * logistic(x), and
+// (dy * s) * (1 + x * (1 - s)) with s = logistic(x) read by two ops of the chain.
+int SiluChain(Builder& b, int x) { return b.Binary(OpCode::kMultiply, x, b.Unary(OpCode::kLogistic, x)); }
+int SiluBackwardChain(Builder& b, int dy, int x) {
+  int s = b.Unary(OpCode::kLogistic, x);
+  int inner = b.Binary(OpCode::kAdd, b.ScalarLike(1.0, x),
+                       b.Binary(OpCode::kMultiply, x, b.Binary(OpCode::kSubtract, b.ScalarLike(1.0, x), s)));
+  return b.Binary(OpCode::kMultiply, b.Binary(OpCode::kMultiply, dy, s), inner);
+}
+
+TEST(ElementwiseTest, SiluChainsRunAsOneKernelWithTheChainsBits) {
+  // With composites on each chain is one kernel, and its results are the op-by-op chain's bits
+  // (the same operations and roundings), infinities, NaN, signed zeros and the logistic's
+  // saturated and subnormal ranges included; the chain itself is checked against double.
+  const int64_t n = 40009;
+  std::vector<float> xv(n), gv(n);
+  for (int64_t i = 0; i < n; ++i) {
+    xv[i] = -110.0f + 220.0f * static_cast<float>(i) / (n - 1);
+    gv[i] = static_cast<float>(std::cos(0.37 * i)) * 3.0f;
+  }
+  const float specials[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f, 1e-30f, -1e-30f, 88.0f, -88.0f, -104.5f, 17.3f};
+  for (size_t k = 0; k < std::size(specials); ++k) xv[k] = specials[k];
+  std::vector<float> fwd[2] = {std::vector<float>(n), std::vector<float>(n)};
+  std::vector<float> bwd[2] = {std::vector<float>(n), std::vector<float>(n)};
+  for (bool composites : {true, false}) {
+    SCOPED_TRACE(composites);
+    ASSERT_TRUE(Options::Get().Set("host_composites", composites ? "1" : "0").ok());
+    Builder b;
+    int x = b.Param(T(DType::kF32, {n}));
+    int dy = b.Param(T(DType::kF32, {n}));
+    b.Result(SiluChain(b, x));
+    b.Result(SiluBackwardChain(b, dy, x));
+    auto exe = CompileBuilder(b);
+    ASSERT_NE(exe, nullptr);
+    auto kinds = CompositesOf(exe);
+    if (composites) {
+      ASSERT_EQ(kinds.size(), 2u);
+      EXPECT_TRUE(std::count(kinds.begin(), kinds.end(), FusedRegion::Composite::kSilu) == 1);
+      EXPECT_TRUE(std::count(kinds.begin(), kinds.end(), FusedRegion::Composite::kSiluBackward) == 1);
+    } else {
+      ASSERT_TRUE(kinds.empty());
+    }
+    ASSERT_TRUE(RunExe(exe, Bindings(Bind(xv, DType::kF32, {n}), Bind(gv, DType::kF32, {n})),
+                       Bindings(Bind(fwd[composites], DType::kF32, {n}), Bind(bwd[composites], DType::kF32, {n})))
+                    .ok());
+  }
+  ASSERT_TRUE(Options::Get().Set("host_composites", "1").ok());
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(fwd[0][i]) || std::isnan(bwd[0][i])) {  // (a NaN's sign and payload are unspecified)
+      ASSERT_EQ(std::isnan(fwd[0][i]), std::isnan(fwd[1][i])) << "silu(" << xv[i] << ")";
+      ASSERT_EQ(std::isnan(bwd[0][i]), std::isnan(bwd[1][i])) << "silu'(" << xv[i] << ")";
+      if (std::isnan(fwd[0][i]) && std::isnan(bwd[0][i])) continue;
+    }
+    uint32_t a, c;
+    std::memcpy(&a, &fwd[1][i], 4);
+    std::memcpy(&c, &fwd[0][i], 4);
+    if (!std::isnan(fwd[0][i])) {
+      ASSERT_EQ(a, c) << "silu(" << xv[i] << "): " << fwd[1][i] << " vs the chain's " << fwd[0][i];
+    }
+    std::memcpy(&a, &bwd[1][i], 4);
+    std::memcpy(&c, &bwd[0][i], 4);
+    if (!std::isnan(bwd[0][i])) {
+      ASSERT_EQ(a, c) << "silu'(" << xv[i] << ") * " << gv[i] << ": " << bwd[1][i] << " vs " << bwd[0][i];
+    }
+    const double v = xv[i], g = gv[i];
+    if (!std::isfinite(v)) continue;
+    const double sg = 1 / (1 + std::exp(-v)), want = v * sg, dwant = g * sg * (1 + v * (1 - sg));
+    ASSERT_LE(std::fabs(fwd[0][i] - want), 3e-7 * std::fabs(want) + 1e-38) << "silu(" << v << ")";
+    ASSERT_LE(std::fabs(bwd[0][i] - dwant), 1e-6 * std::fabs(g) * (1 + std::fabs(v))) << "silu'(" << v << ")";
+  }
+}
+
+TEST(ElementwiseTest, ASiluChainWhoseLogisticIsReadElsewhereKeepsItsOps) {
+  const int64_t n = 1000;
+  Builder b;
+  int x = b.Param(T(DType::kF32, {n}));
+  int s = b.Unary(OpCode::kLogistic, x);
+  b.Result(b.Binary(OpCode::kMultiply, x, s));
+  b.Result(s);  // the logistic is a result: the kernel would not write it
+  auto exe = CompileBuilder(b);
+  ASSERT_NE(exe, nullptr);
+  EXPECT_TRUE(CompositesOf(exe).empty());
 }
 
 TEST(ElementwiseTest, AGeluChainWithAnIntermediateReadElsewhereKeepsItsOps) {

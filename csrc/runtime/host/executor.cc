@@ -140,6 +140,8 @@ std::string StepName(const HostExecutable& e, const Step& st, const std::vector<
     for (FusedRegion::Composite c : r.composite)
       if (c == FusedRegion::Composite::kGeluErf) n += ", gelu";
       else if (c == FusedRegion::Composite::kGeluErfBackward) n += ", gelu backward";
+      else if (c == FusedRegion::Composite::kSilu) n += ", silu";
+      else if (c == FusedRegion::Composite::kSiluBackward) n += ", silu backward";
     n += ")";
     if (r.ops.size() <= 3) {
       n += ":";

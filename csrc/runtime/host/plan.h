@@ -28,10 +28,10 @@ struct FusedRegion {
   // Per op, empty when the region has none: kCovered ops do not run (only the chain reads their
   // values), and the composite op at a chain's last op computes that op's value from the slot
   // composite_input names.
-  enum class Composite : uint8_t { kNone, kCovered, kGeluErf, kGeluErfBackward };
+  enum class Composite : uint8_t { kNone, kCovered, kGeluErf, kGeluErfBackward, kSilu, kSiluBackward };
   std::vector<Composite> composite;
   std::vector<int> composite_input;   // x's slot
-  std::vector<int> composite_input2;  // kGeluErfBackward: dy's slot
+  std::vector<int> composite_input2;  // kGeluErfBackward, kSiluBackward: dy's slot
 };
 
 // Finds the region's composites (Note [Region composites]); AssignRegionSlots calls it, and so
