@@ -110,7 +110,7 @@ class RegionMatcher : public GraphUses {
     const Op* lg = Producer(s);
     if (!lg || lg->code != OpCode::kLogistic || InRegion(s) < 0 || !GraphUses::Inner(s, 2)) return false;
     const int x = lg->operands[0];
-    int v, u, one_minus;
+    int v, u;
     if (!Inner(w) || !WithConstant(w, OpCode::kAdd, 1.0, &v) || !Inner(v)) return false;
     const Op& xm = *Producer(v);
     if (xm.code != OpCode::kMultiply || xm.operands[0] != x) return false;
@@ -118,7 +118,6 @@ class RegionMatcher : public GraphUses {
     if (!Inner(u)) return false;
     const Op& sub = *Producer(u);
     if (sub.code != OpCode::kSubtract || !IsConstant(sub.operands[0], 1.0) || sub.operands[1] != s) return false;
-    (void)one_minus;
     for (int val : {x, dy, s, t1, w, v, u})
       if (g_.TypeOf(val).dtype != DType::kF32) return false;
     *covered = {s - np_, t1 - np_, u - np_, v - np_, w - np_};
