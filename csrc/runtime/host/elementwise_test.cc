@@ -720,6 +720,18 @@ TEST(ElementwiseTest, GeluChainRunsAsOneKernelAndMatchesTheChain) {
   }
 }
 
+// Compiles the chains `build(b, x, dy)` makes of two float32 [n] parameters, with option
+// host_composites on or off (the caller sets it back on).
+template <typename F>
+ExecutablePtr CompileChains(bool composites, int64_t n, F&& build) {
+  EXPECT_TRUE(Options::Get().Set("host_composites", composites ? "1" : "0").ok());
+  Builder b;
+  int x = b.Param(T(DType::kF32, {n}));
+  int dy = b.Param(T(DType::kF32, {n}));
+  build(b, x, dy);
+  return CompileBuilder(b);
+}
+
 // gelu's erf-form backward as activation.cc emits it: dy * (cdf + x * pdf).
 int GeluBackwardChain(Builder& b, int dy, int x) {
   int cdf = b.Binary(OpCode::kMultiply, b.ScalarLike(0.5, x),
@@ -745,12 +757,7 @@ TEST(ElementwiseTest, GeluBackwardChainRunsAsOneKernel) {
   xv[1] = -0.0f;
   for (bool composites : {true, false}) {
     SCOPED_TRACE(composites);
-    ASSERT_TRUE(Options::Get().Set("host_composites", composites ? "1" : "0").ok());
-    Builder b;
-    int x = b.Param(T(DType::kF32, {n}));
-    int dy = b.Param(T(DType::kF32, {n}));
-    b.Result(GeluBackwardChain(b, dy, x));
-    auto exe = CompileBuilder(b);
+    auto exe = CompileChains(composites, n, [](Builder& b, int x, int dy) { b.Result(GeluBackwardChain(b, dy, x)); });
     ASSERT_NE(exe, nullptr);
     auto kinds = CompositesOf(exe);
     ASSERT_EQ(kinds.size(), composites ? 1u : 0u);
@@ -802,13 +809,10 @@ TEST(ElementwiseTest, SiluChainsRunAsOneKernelWithTheChainsBits) {
   std::vector<float> bwd[2] = {std::vector<float>(n), std::vector<float>(n)};
   for (bool composites : {true, false}) {
     SCOPED_TRACE(composites);
-    ASSERT_TRUE(Options::Get().Set("host_composites", composites ? "1" : "0").ok());
-    Builder b;
-    int x = b.Param(T(DType::kF32, {n}));
-    int dy = b.Param(T(DType::kF32, {n}));
-    b.Result(SiluChain(b, x));
-    b.Result(SiluBackwardChain(b, dy, x));
-    auto exe = CompileBuilder(b);
+    auto exe = CompileChains(composites, n, [](Builder& b, int x, int dy) {
+      b.Result(SiluChain(b, x));
+      b.Result(SiluBackwardChain(b, dy, x));
+    });
     ASSERT_NE(exe, nullptr);
     auto kinds = CompositesOf(exe);
     if (composites) {
