@@ -79,7 +79,17 @@ View Swap01(const View& v) {
   return Permuted(v, 1, 0, rest);
 }
 
+// v's elements set to zero: one memset when they are a dense block in any order (an output
+// written in place, a permuted weight gradient), else a copy from a broadcast zero.
 void ZeroFill(const View& v) {
+  const char *lo, *hi;
+  ViewExtent(v, &lo, &hi);
+  bool dense = hi - lo == v.NumElements() * static_cast<int64_t>(DTypeSize(v.dtype));
+  for (size_t d = 0; d < v.dims.size() && dense; ++d) dense = v.dims[d] == 1 || v.strides[d] != 0;
+  if (dense) {
+    std::memset(const_cast<char*>(lo), 0, static_cast<size_t>(hi - lo));
+    return;
+  }
   double zero = 0;
   View src{&zero, DType::kF64, v.dims, Dims(v.dims.size(), 0)};
   (void)CopyView(src, v);
@@ -619,7 +629,7 @@ Status SmallConvolution(const ConvolutionSpec& s, const View& L, const View& R, 
   }
   // Output positions that no tap of the kernel meets (a weight gradient's corners over a padded
   // 1x1 or 2x2 image: 8 of 9, 5 of 9) are zero: only the others are rows of the product.
-  std::vector<int64_t> ypos, yzero;  // positions within an image, as flat indices
+  std::vector<int64_t> ypos;  // positions within an image that a tap meets, as flat indices
   {
     std::vector<int64_t> yc(n);
     for (int64_t yp = 0; yp < ysize; ++yp) {
@@ -633,7 +643,7 @@ Status SmallConvolution(const ConvolutionSpec& s, const View& L, const View& R, 
         for (int d = 0; d < n && valid; ++d) valid = tables[d][yc[d] * R.dims[2 + d] + tap_k[t * n + d]] >= 0;
         any = valid;
       }
-      (any ? ypos : yzero).push_back(yp);
+      if (any) ypos.push_back(yp);
     }
   }
   auto ypos_offset = [&](int64_t yp) {
@@ -644,30 +654,8 @@ Status SmallConvolution(const ConvolutionSpec& s, const View& L, const View& R, 
     }
     return off;
   };
-  // A dense output (every element once, in any order) is zeroed in one pass, the product's rows
-  // written over it; else the zero positions one by one.
-  bool dense = false;
-  if (!yzero.empty()) {
-    const char *lo, *hi;
-    ViewExtent(Y, &lo, &hi);
-    dense = hi - lo == Y.NumElements() * static_cast<int64_t>(sizeof(float));
-    for (size_t d = 0; d < Y.dims.size() && dense; ++d) dense = Y.dims[d] == 1 || Y.strides[d] != 0;
-    if (dense) std::memset(const_cast<char*>(lo), 0, static_cast<size_t>(hi - lo));
-  }
-  if (!yzero.empty() && !dense) {
-    std::vector<int64_t> zoffs;
-    for (int64_t yp : yzero) zoffs.push_back(ypos_offset(yp));
-    // In memory order: the image and feature dims with the larger stride outside.
-    const bool images_outside = Y.strides[0] >= Y.strides[1];
-    const int64_t n0 = images_outside ? B : O, n1 = images_outside ? O : B;
-    const int64_t s0 = images_outside ? Y.strides[0] : Y.strides[1], s1 = images_outside ? Y.strides[1] : Y.strides[0];
-    for (int64_t i0 = 0; i0 < n0; ++i0)
-      for (int64_t i1 = 0; i1 < n1; ++i1) {
-        float* yo = y + i0 * s0 + i1 * s1;
-        for (int64_t off : zoffs) yo[off] = 0.0f;
-      }
-  }
   const int64_t per_image = static_cast<int64_t>(ypos.size());
+  if (per_image < ysize) ZeroFill(Y);  // the product's rows are written over it
   const int64_t prows = B * per_image;  // the product's rows: (image, position that a tap meets)
   if (prows == 0) return Status::Ok();
   SingleThreadedBlas();

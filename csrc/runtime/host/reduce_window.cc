@@ -323,32 +323,40 @@ struct ArgFolder {
   void AddRun(const int64_t* off, const int64_t* step, int64_t count) {
     for (int64_t c = 0; c < count; ++c) Push(off[0] + c * step[0], off[1] + c * step[1]);
   }
-  // Folds the buffered elements into (best, best_i). The NaN test is kept apart from the
-  // comparison (a plain max instruction, no branch).
-  void Flush() {
+  // Folds elements into (best, best_i) by the order above, in two passes: the largest value (a
+  // NaN if any), then the index that goes with it. each(f) calls f(value, index) for every
+  // element, once per pass. The NaN test is kept apart from the comparison (a plain max
+  // instruction, no branch), and the index pass uses masks (the position of the maximum is data:
+  // a branch on it mispredicts).
+  template <class Each>
+  void Fold(const Each& each) {
     T m = best;
     bool nan = best != best;
-    for (int e = 0; e < n; ++e) {
-      T v = vals[e];
+    each([&](T v, int64_t) __attribute__((always_inline)) {
       nan |= v != v;
       m = v > m ? v : m;
-    }
+    });
     if (nan) m = std::numeric_limits<T>::quiet_NaN();
     int64_t bi;
     if (m != m) {  // the largest index among the NaNs
       bi = best != best ? best_i : std::numeric_limits<int64_t>::min();
-      for (int e = 0; e < n; ++e) bi = vals[e] != vals[e] ? std::max(bi, idxs[e]) : bi;
+      each([&](T v, int64_t i) __attribute__((always_inline)) { bi = v != v ? std::max(bi, i) : bi; });
     } else {  // the smallest index among the elements equal to the maximum
-      // (masks: the position of the maximum is data, a branch on it mispredicts)
       bi = best == m ? best_i : std::numeric_limits<int64_t>::max();
-      for (int e = 0; e < n; ++e) {
-        const int64_t eq = -static_cast<int64_t>(vals[e] == m);
-        const int64_t cand = (idxs[e] & eq) | (std::numeric_limits<int64_t>::max() & ~eq);
+      each([&](T v, int64_t i) __attribute__((always_inline)) {
+        const int64_t eq = -static_cast<int64_t>(v == m);
+        const int64_t cand = (i & eq) | (std::numeric_limits<int64_t>::max() & ~eq);
         bi = cand < bi ? cand : bi;
-      }
+      });
     }
     best = m;
     best_i = bi;
+  }
+  // Folds the buffered elements.
+  void Flush() {
+    Fold([&](const auto& f) {
+      for (int e = 0; e < n; ++e) f(vals[e], idxs[e]);
+    });
     n = 0;
   }
   void Finish(int64_t i) {
@@ -386,9 +394,9 @@ struct ArgFolder {
     best_i = bi;
     return true;
   }
-  // A box of a plane (FoldPlanes), the first element of a fold (Start() before it): the same two
-  // passes as Flush, over the operand itself rather than a buffer of copies -- the box is a few
-  // L1-resident runs, and a 3x3 pooling window spent most of its time filling the buffer.
+  // A box of a plane (FoldPlanes): Fold over the operand itself rather than a buffer of copies --
+  // the box is a few L1-resident runs, and a 3x3 pooling window spent most of its time filling
+  // the buffer.
   template <int N>
   void Box(const int64_t (&poff)[N], const int64_t (&sh)[N], const int64_t (&sw)[N], int64_t r0, int64_t r1,
            int64_t c0, int64_t c1) {
@@ -398,39 +406,13 @@ struct ArgFolder {
                  sw[1]))
         return;
     }
-    T m = best;
-    bool nan = false;
-    for (int64_t r = r0; r < r1; ++r) {
-      const T* p = src + poff[0] + r * sh[0] + c0 * sw[0];
-      for (int64_t c = 0; c < cols; ++c) {
-        const T v = p[c * sw[0]];
-        nan |= v != v;
-        m = v > m ? v : m;
-      }
-    }
-    int64_t bi;
-    if (nan) {  // the largest index among the NaNs
-      bi = std::numeric_limits<int64_t>::min();
+    Fold([&](const auto& f) __attribute__((always_inline)) {
       for (int64_t r = r0; r < r1; ++r) {
         const T* p = src + poff[0] + r * sh[0] + c0 * sw[0];
         const int64_t* q = index + poff[1] + r * sh[1] + c0 * sw[1];
-        for (int64_t c = 0; c < cols; ++c) bi = p[c * sw[0]] != p[c * sw[0]] ? std::max(bi, q[c * sw[1]]) : bi;
+        for (int64_t c = 0; c < cols; ++c) f(p[c * sw[0]], q[c * sw[1]]);
       }
-      m = std::numeric_limits<T>::quiet_NaN();
-    } else {  // the smallest index among the elements equal to the maximum (masks, as in Flush)
-      bi = best == m ? best_i : std::numeric_limits<int64_t>::max();
-      for (int64_t r = r0; r < r1; ++r) {
-        const T* p = src + poff[0] + r * sh[0] + c0 * sw[0];
-        const int64_t* q = index + poff[1] + r * sh[1] + c0 * sw[1];
-        for (int64_t c = 0; c < cols; ++c) {
-          const int64_t eq = -static_cast<int64_t>(p[c * sw[0]] == m);
-          const int64_t cand = (q[c * sw[1]] & eq) | (std::numeric_limits<int64_t>::max() & ~eq);
-          bi = cand < bi ? cand : bi;
-        }
-      }
-    }
-    best = m;
-    best_i = bi;
+    });
   }
   bool PaddingAnywhere() const { return true; }  // padding is skipped
   void FoldPadding() {}

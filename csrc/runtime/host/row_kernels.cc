@@ -215,24 +215,22 @@ inline void Flush(const RowSet& v, int64_t r, const float* vals) {
 // A group's rows [g0, g0 + cnt) at once (Read, Target and Flush for each): rows in place in a
 // single run of outer dims are a base and a step, with no per-row offset arithmetic; others go
 // row by row, row k through buf + k * n.
-inline bool LinearInPlace(const RowSet& v) { return InPlace(v) && v.outer.size() <= 1; }
-inline int64_t RowStep(const RowSet& v) { return v.outer.empty() ? 0 : v.outer[0].stride * v.esize; }
+// Rows [g0, g0 + cnt) of v as pointers when they are in place in one run of outer dims (a base
+// and a step); false otherwise.
+template <typename P>
+bool LinearRows(const RowSet& v, int64_t g0, int64_t cnt, P** out) {
+  if (!InPlace(v) || v.outer.size() > 1) return false;
+  const int64_t step = v.outer.empty() ? 0 : v.outer[0].stride * v.esize;
+  char* p = v.base + g0 * step;
+  for (int64_t k = 0; k < cnt; ++k, p += step) out[k] = reinterpret_cast<P*>(p);
+  return true;
+}
 void ReadRows(const RowSet& v, int64_t g0, int64_t cnt, float* buf, const float** out) {
-  if (LinearInPlace(v)) {
-    const int64_t step = RowStep(v);
-    const char* p = v.base + g0 * step;
-    for (int64_t k = 0; k < cnt; ++k, p += step) out[k] = reinterpret_cast<const float*>(p);
-    return;
-  }
+  if (LinearRows(v, g0, cnt, out)) return;
   for (int64_t k = 0; k < cnt; ++k) out[k] = Read(v, g0 + k, buf + k * v.n);
 }
 void TargetRows(const RowSet& v, int64_t g0, int64_t cnt, float* buf, float** out) {
-  if (LinearInPlace(v)) {
-    const int64_t step = RowStep(v);
-    char* p = v.base + g0 * step;
-    for (int64_t k = 0; k < cnt; ++k, p += step) out[k] = reinterpret_cast<float*>(p);
-    return;
-  }
+  if (LinearRows(v, g0, cnt, out)) return;
   for (int64_t k = 0; k < cnt; ++k) out[k] = Target(v, g0 + k, buf + k * v.n);
 }
 void FlushRows(const RowSet& v, int64_t g0, int64_t cnt, float* const* vals) {
