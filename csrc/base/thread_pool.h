@@ -41,7 +41,29 @@ class ThreadPool {
   // busy machine, more than a small kernel takes on one thread.
   static bool Worth(int64_t elements);
 
+  // Note [Sharing the cores with the producer]: a queue's producer (the Python thread issuing
+  // ops) needs a core while it issues; a pool thread that shares its core stalls every job it
+  // takes part in. The queue's worker thread calls MarkQueueWorker() once; producers call
+  // NoteProducerActive() at each enqueue and hold a ProducerWait while they wait for the device.
+  // A job the queue worker starts while a producer issues (an enqueue within the last
+  // pool_producer_share_us, none waiting) leaves its last helper out until a producer starts to
+  // wait: that helper then joins and takes the chunks nobody has started. Kernels still plan
+  // their splits for num_threads(). Only the global pool (Get()) does this.
+  static void MarkQueueWorker();
+  static void NoteProducerActive();
+  class ProducerWait {
+   public:
+    ProducerWait();
+    ~ProducerWait();
+    ProducerWait(const ProducerWait&) = delete;
+    ProducerWait& operator=(const ProducerWait&) = delete;
+  };
+
  private:
+  static bool ProducerIssuing();
+  void ReleaseHelpers();
+  // Whether worker `index` sits the current job out (mu_ held).
+  bool Held(int index) const { return helpers_held_ && index + 2 == job_threads_; }
   void Start(int num_threads);
   void Stop();
   void WorkerLoop(uint64_t seen_generation, int index);
@@ -62,6 +84,8 @@ class ThreadPool {
   uint64_t generation_ = 0;
   std::atomic<uint64_t> posted_{0};  // generation_, readable without the lock (spinning workers)
   bool stop_ = false;
+  bool shares_with_producers_ = false;  // Get()'s pool
+  bool helpers_held_ = false;  // the job's last helper is held back (Note [Sharing the cores ...])
   std::mutex call_mu_;  // held by the ParallelFor that owns the pool, or by Resize
 };
 

@@ -220,3 +220,85 @@ TEST(ThreadPoolTest, EachThreadStartsWithTheChunksItOwns) {
 
 }  // namespace
 }  // namespace tpu
+
+namespace tpu {
+namespace {
+
+// Note [Sharing the cores with the producer]: runs a job of `chunks` chunks on the global pool
+// from a thread marked as a queue worker, right after an op was "issued"; while a
+// chunk runs, `during_chunk` may act. Returns the threads that ran chunks.
+template <typename DuringChunk>
+std::set<std::thread::id> RunAsQueueWorker(int64_t chunks, DuringChunk&& during_chunk) {
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  std::atomic<int64_t> covered{0};
+  std::thread worker([&] {
+    ThreadPool::MarkQueueWorker();
+    ThreadPool::NoteProducerActive();
+    ThreadPool::Get().ParallelFor(chunks, 1, [&](int64_t b, int64_t e) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ids.insert(std::this_thread::get_id());
+      }
+      during_chunk(b);
+      covered += e - b;
+    });
+  });
+  worker.join();
+  EXPECT_EQ(covered.load(), chunks);
+  return ids;
+}
+
+void BusyFor(std::chrono::microseconds d) {
+  auto until = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+TEST(ThreadPoolTest, AJobStartedWhileAProducerIssuesLeavesTheProducerACore) {
+  ThreadPool& pool = ThreadPool::Get();
+  const int size = pool.size();
+  pool.Resize(2);
+  // Chunks long enough that an idle helper would take some: it is held back.
+  auto ids = RunAsQueueWorker(8, [](int64_t) { BusyFor(std::chrono::microseconds(500)); });
+  EXPECT_EQ(ids.size(), 1u);
+  // Only the last helper is held back: with three threads, two run the job.
+  pool.Resize(3);
+  ids = RunAsQueueWorker(12, [](int64_t) { BusyFor(std::chrono::microseconds(500)); });
+  EXPECT_EQ(ids.size(), 2u);
+  pool.Resize(2);
+  // A producer that starts to wait releases it into the running job: it takes the chunks nobody
+  // has started (the first chunk waits for the wait to begin, the others are long).
+  std::atomic<bool> started{false}, waiting{false};
+  std::thread producer([&] {
+    while (!started.load()) std::this_thread::yield();
+    ThreadPool::ProducerWait wait;
+    waiting.store(true);
+    BusyFor(std::chrono::milliseconds(20));
+  });
+  ids = RunAsQueueWorker(8, [&](int64_t b) {
+    started.store(true);
+    if (b == 0)
+      while (!waiting.load()) std::this_thread::yield();
+    BusyFor(std::chrono::milliseconds(1));
+  });
+  producer.join();
+  EXPECT_EQ(ids.size(), 2u);
+  // Outside a queue worker (a small program run inline on the producer's thread) jobs use the
+  // whole budget.
+  ThreadPool::NoteProducerActive();
+  std::set<std::thread::id> inline_ids;
+  std::mutex mu;
+  pool.ParallelFor(8, 1, [&](int64_t, int64_t) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      inline_ids.insert(std::this_thread::get_id());
+    }
+    BusyFor(std::chrono::milliseconds(1));
+  });
+  EXPECT_EQ(inline_ids.size(), 2u);
+  pool.Resize(size);
+}
+
+}  // namespace
+}  // namespace tpu

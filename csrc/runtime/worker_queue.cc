@@ -9,6 +9,7 @@
 
 #include "base/cpu_relax.h"
 #include "base/metrics.h"
+#include "base/thread_pool.h"
 
 namespace tpu {
 namespace {
@@ -83,6 +84,7 @@ WorkerQueue::Item& WorkerQueue::BeginEnqueue(std::unique_lock<std::mutex>& lock)
   // Back-pressure: a producer far ahead of the device would pile up queued buffers. The ring
   // has room for kMaxInFlight + 1 tasks, so below that bound the next slot is always finished.
   if (tail_ - ring_done_.load(std::memory_order_seq_cst) >= kMaxInFlight) {
+    ThreadPool::ProducerWait waiting;
     ring_waiters_.fetch_add(1, std::memory_order_seq_cst);
     done_cv_.wait(lock, [&] { return tail_ - ring_done_.load(std::memory_order_seq_cst) <= kMaxInFlight / 2; });
     ring_waiters_.fetch_sub(1, std::memory_order_seq_cst);
@@ -94,6 +96,7 @@ WorkerQueue::Item& WorkerQueue::BeginEnqueue(std::unique_lock<std::mutex>& lock)
   if (max_held_bytes_ > 0 && held_allocator_->held_by_queue() > max_held_bytes_) {
     static Counter* waits = GetCounter("queue_held_memory_waits");
     waits->Add();
+    ThreadPool::ProducerWait waiting;
     ring_waiters_.fetch_add(1, std::memory_order_seq_cst);
     done_cv_.wait(lock, [&] { return tail_ == ring_done_.load(std::memory_order_seq_cst); });
     ring_waiters_.fetch_sub(1, std::memory_order_seq_cst);
@@ -118,6 +121,7 @@ uint64_t WorkerQueue::FinishEnqueue(std::unique_lock<std::mutex>& lock) {
       }
   submitted_.store(++tail_, std::memory_order_release);
   lock.unlock();
+  ThreadPool::NoteProducerActive();
   if (worker_sleeping_.load(std::memory_order_acquire)) work_cv_.notify_one();
   return seq;
 }
@@ -495,6 +499,7 @@ void WorkerQueue::SkipCancelled(const Item& item) {
 
 bool WorkerQueue::WaitDone(uint64_t seq, int64_t timeout_us) {
   if (completed_.load(std::memory_order_acquire) >= seq) return true;
+  ThreadPool::ProducerWait waiting;
   std::unique_lock<std::mutex> lock(mu_);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(timeout_us);
   return WaitForSeqLocked(lock, seq, &deadline);
@@ -574,6 +579,7 @@ void WorkerQueue::WakeWaiters() {
 }
 
 void WorkerQueue::WorkerLoop() {
+  ThreadPool::MarkQueueWorker();
   for (uint64_t next = 1;; ++next) {
     if (submitted_.load(std::memory_order_acquire) < next) {
       // Spin briefly (~20 us) before sleeping: the next op usually arrives within microseconds.
@@ -601,6 +607,7 @@ void WorkerQueue::WorkerLoop() {
 
 void WorkerQueue::WaitUntilDone(uint64_t seq) {
   if (completed_.load(std::memory_order_acquire) >= seq) return;
+  ThreadPool::ProducerWait waiting;
   for (int i = 0; i < 1000 && completed_.load(std::memory_order_acquire) < seq; ++i) CpuRelax();
   std::unique_lock<std::mutex> lock(mu_);
   if (completed_.load(std::memory_order_seq_cst) < seq) WaitForSeqLocked(lock, seq, nullptr);
