@@ -91,7 +91,7 @@ def _register() -> None:
     _distributed.register()  # the c10d backend "tpu" / "tpu_dist"
     from . import modes as _modes
 
-    _modes.register_step_hook()  # fused mode: a window per training step (Note [Step windows])
+    _modes.register_step_hook()  # fused mode: windows cut as optimizer steps start and end (Note [Step windows])
 
     import atexit
 

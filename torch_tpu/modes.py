@@ -10,7 +10,7 @@
   a value is needed: a host read (``.item()``, ``.cpu()``, ``print``; of any value of the device,
   as strict mode's read waits for everything queued before it), a
   ``synchronize()``, a CPU-fallback op, the window's size limit (option ``window_ops``) or a
-  mode change -- and at the end of every ``optimizer.step()`` (Note [Step windows]).
+  mode change -- and at the start and the end of every ``optimizer.step()`` (Note [Step windows]).
   Shape/dtype/device mistakes still raise at the user's line; a data-dependent error raises at
   the next sync point naming the op and its line.
 
@@ -18,9 +18,15 @@ Note [Step windows]: a training loop that reads nothing on the host each step (i
 N steps) would otherwise record windows that run past step boundaries and are cut only at the size
 limit, at a different point of the step each time: each such window is a new program, compiled
 again and again. An optimizer step post-hook (registered for every optimizer when torch_tpu is
-imported) cuts the windows when step() returns, so each training step is one window with the same
-fingerprint every step, and it runs while Python records the next step. It does nothing outside
-fused mode or while Dynamo traces (torch.compile'd optimizer steps stay one graph).
+imported) cuts the windows when step() returns, so each training step has the same windows, with
+the same fingerprints, every step. A pre-hook cuts them when step() is called as well: the
+forward and backward then run as one program while Python records the optimizer's update (a third
+of a step's recording time for AdamW over GPT's parameters or SGD over ResNet-18's: 1.1-1.3 ms of
+3.4-4.0), which runs as a second program. The forward's activations still live and die inside the
+first program (Note [Rematerialization] keeps working: the small GPT's fused peak stays 2.60 MB),
+as they would not if the cut fell between forward and backward (Note [Backward windows]). Both
+hooks do nothing outside fused mode or while Dynamo traces (torch.compile'd optimizer steps stay
+one graph).
 """
 from __future__ import annotations
 
@@ -60,6 +66,13 @@ def eager_mode(mode: str):
         set_eager_mode(previous)
 
 
+def _cut_before_optimizer_step(optimizer, args, kwargs) -> None:
+    """Note [Step windows]."""
+    if torch.compiler.is_compiling() or _C.get_option("eager_mode") != "fused":
+        return
+    _C._cut_windows("optimizer_begin")
+
+
 def _cut_after_optimizer_step(optimizer, args, kwargs) -> None:
     """Note [Step windows]."""
     if torch.compiler.is_compiling() or _C.get_option("eager_mode") != "fused":
@@ -67,16 +80,17 @@ def _cut_after_optimizer_step(optimizer, args, kwargs) -> None:
     _C._cut_windows("optimizer_step")
 
 
-_step_hook = None
+_step_hooks = None
 
 
 def register_step_hook() -> None:
-    """Registers the optimizer step post-hook of Note [Step windows] (once)."""
-    global _step_hook
-    if _step_hook is None:
-        from torch.optim.optimizer import register_optimizer_step_post_hook
+    """Registers the optimizer step hooks of Note [Step windows] (once)."""
+    global _step_hooks
+    if _step_hooks is None:
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-        _step_hook = register_optimizer_step_post_hook(_cut_after_optimizer_step)
+        _step_hooks = (register_optimizer_step_pre_hook(_cut_before_optimizer_step),
+                       register_optimizer_step_post_hook(_cut_after_optimizer_step))
 
 
 def set_check_nan(enabled: bool) -> None:

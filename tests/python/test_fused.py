@@ -190,6 +190,21 @@ def test_training_matches_cpu_and_compiles_nothing_in_steady_state(fused, no_fal
     assert counters()["compiles"] <= first, "later steps of the same loop compiled new programs"
 
 
+def test_a_training_step_is_two_windows_split_at_the_optimizer_step(fused, no_fallback):
+    """Note [Step windows] (torch_tpu/modes.py): optimizer.step() cuts the window when it begins
+    (forward and backward run while Python records the update) and when it returns; the loss and
+    weights are the single window's (the same ops, each in one of two programs)."""
+    one_losses, one_params = _mlp_losses("cpu")
+    torch_tpu.metrics.reset()
+    losses, params = _mlp_losses("tpu", steps=4)
+    cuts = torch_tpu.metrics.window_cuts()
+    assert cuts.get("optimizer_begin") == 4 and cuts.get("optimizer_step") == 4, cuts
+    assert counters()["windows"] == 8, counters()
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(one_losses), rtol=1e-5, atol=1e-5)
+    for a, b in zip(params, one_params):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
 def test_a_host_read_of_a_ready_value_cuts_the_window(fused):
     """Note [Host reads cut]: .item() of a value an earlier window computed still cuts the open
     window (strict mode's read waits for everything queued before it too)."""
@@ -213,7 +228,9 @@ def test_backward_windows_overlap_and_match(fused, no_fallback):
         torch_tpu.metrics.reset()
         losses, params = _mlp_losses("tpu")
         cuts = torch_tpu.metrics.window_cuts()
-        assert cuts.get("backward") == 2 * 4 and cuts.get("optimizer_step") == 4, cuts
+        # The backward's end falls where optimizer.step() begins: that cut is the step hook's.
+        assert cuts.get("backward") == 4 and cuts.get("optimizer_begin") == 4, cuts
+        assert cuts.get("optimizer_step") == 4, cuts
         torch_tpu.metrics.reset()
         with torch_tpu.compile_cache.cache_only():
             _mlp_losses("tpu", steps=6)

@@ -20,7 +20,7 @@ namespace {
 
 constexpr const char* kReasonNames[] = {"host_read", "synchronize", "size_limit", "fallback",
                                         "mode_change", "alias", "each_op", "compiled_graph", "collective",
-                                        "optimizer_step", "backward"};
+                                        "optimizer_step", "backward", "optimizer_begin"};
 static_assert(sizeof(kReasonNames) / sizeof(kReasonNames[0]) == static_cast<int>(CutReason::kCount));
 
 Counter* CutCounter(CutReason r) {

@@ -49,6 +49,7 @@ enum class CutReason : int {
   kCollective,     // a collective reads or writes a storage the window uses (distributed/issue.h)
   kOptimizerStep,  // an optimizer's step() returned: a training step's end (torch_tpu/modes.py)
   kBackward,       // a backward pass begins or ends (Note [Backward windows], window.cc)
+  kOptimizerBegin,  // an optimizer's step() is called: the gradients are complete (torch_tpu/modes.py)
   kCount
 };
 const char* CutReasonName(CutReason reason);
