@@ -66,18 +66,13 @@ def eager_mode(mode: str):
         set_eager_mode(previous)
 
 
-def _cut_before_optimizer_step(optimizer, args, kwargs) -> None:
-    """Note [Step windows]."""
-    if torch.compiler.is_compiling() or _C.get_option("eager_mode") != "fused":
-        return
-    _C._cut_windows("optimizer_begin")
-
-
-def _cut_after_optimizer_step(optimizer, args, kwargs) -> None:
-    """Note [Step windows]."""
-    if torch.compiler.is_compiling() or _C.get_option("eager_mode") != "fused":
-        return
-    _C._cut_windows("optimizer_step")
+def _step_cut(reason: str):
+    """An optimizer step hook that cuts the windows with `reason` (Note [Step windows])."""
+    def hook(optimizer, args, kwargs) -> None:
+        if torch.compiler.is_compiling() or _C.get_option("eager_mode") != "fused":
+            return
+        _C._cut_windows(reason)
+    return hook
 
 
 _step_hooks = None
@@ -89,8 +84,8 @@ def register_step_hook() -> None:
     if _step_hooks is None:
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-        _step_hooks = (register_optimizer_step_pre_hook(_cut_before_optimizer_step),
-                       register_optimizer_step_post_hook(_cut_after_optimizer_step))
+        _step_hooks = (register_optimizer_step_pre_hook(_step_cut("optimizer_begin")),
+                       register_optimizer_step_post_hook(_step_cut("optimizer_step")))
 
 
 def set_check_nan(enabled: bool) -> None:

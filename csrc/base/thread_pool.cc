@@ -4,34 +4,30 @@
 #include <atomic>
 #include <chrono>
 
+#include "base/clock.h"
 #include "base/cpu_relax.h"
 #include "base/options.h"
 
 namespace tpu {
-
-ThreadPool& ThreadPool::Get() {
-  static ThreadPool* pool = [] {
-    int64_t n = Flags().num_threads;
-    if (n <= 0) n = std::max(1u, std::thread::hardware_concurrency());
-    auto* p = new ThreadPool(static_cast<int>(n));
-    p->shares_with_producers_ = true;
-    return p;
-  }();
-  return *pool;
-}
 
 namespace {
 std::atomic<int (*)()> g_budget{nullptr};
 thread_local bool t_queue_worker = false;
 std::atomic<int> g_producers_waiting{0};
 std::atomic<int64_t> g_last_enqueue_ns{0};
-std::atomic<bool> g_helpers_held{false};  // the global pool's helpers_held_
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+std::atomic<ThreadPool*> g_global_pool{nullptr};  // Get()'s, once made
 }  // namespace
+
+ThreadPool& ThreadPool::Get() {
+  static ThreadPool* pool = [] {
+    int64_t n = Flags().num_threads;
+    if (n <= 0) n = std::max(1u, std::thread::hardware_concurrency());
+    auto* p = new ThreadPool(static_cast<int>(n));
+    g_global_pool.store(p, std::memory_order_release);
+    return p;
+  }();
+  return *pool;
+}
 
 // Note [Sharing the cores with the producer]: in strict mode the Python thread issues ops while
 // the queue's worker runs earlier ones, so a busy step has one thread more than the budget: the
@@ -47,27 +43,28 @@ int64_t NowNs() {
 // pool_producer_share_us=0 and 1000): Llama 41.1-41.5 -> 36.8-37.8 ms, HF Llama 44.8-48.5 ->
 // 37.5-38.2, ResNet-18 train 7.1-7.5 -> 5.9-6.0, with bench_kernels unchanged.
 void ThreadPool::MarkQueueWorker() { t_queue_worker = true; }
-void ThreadPool::NoteProducerActive() { g_last_enqueue_ns.store(NowNs(), std::memory_order_relaxed); }
+void ThreadPool::NoteProducerActive() { g_last_enqueue_ns.store(SteadyNowNs(), std::memory_order_relaxed); }
 ThreadPool::ProducerWait::ProducerWait() {
-  // Pairs with ParallelFor's store of g_helpers_held and its load of g_producers_waiting (both
+  // Pairs with ParallelFor's store of helpers_held_ and its load of g_producers_waiting (both
   // seq_cst): either this wait sees the job's held helper, or the job sees this wait.
   g_producers_waiting.fetch_add(1, std::memory_order_seq_cst);
-  if (g_helpers_held.load(std::memory_order_seq_cst)) ThreadPool::Get().ReleaseHelpers();
+  // (Not Get(): a backend that never runs host kernels has no pool, and a wait makes none.)
+  ThreadPool* pool = g_global_pool.load(std::memory_order_acquire);
+  if (pool && pool->helpers_held_.load(std::memory_order_seq_cst)) pool->ReleaseHelpers();
 }
 ThreadPool::ProducerWait::~ProducerWait() { g_producers_waiting.fetch_sub(1, std::memory_order_relaxed); }
 
 bool ThreadPool::ProducerIssuing() {
   if (!t_queue_worker || g_producers_waiting.load(std::memory_order_seq_cst) > 0) return false;
   const int64_t share_ns = Flags().pool_producer_share_us * 1000;
-  return share_ns > 0 && NowNs() - g_last_enqueue_ns.load(std::memory_order_relaxed) < share_ns;
+  return share_ns > 0 && SteadyNowNs() - g_last_enqueue_ns.load(std::memory_order_relaxed) < share_ns;
 }
 
 void ThreadPool::ReleaseHelpers() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!helpers_held_) return;
-    helpers_held_ = false;
-    g_helpers_held.store(false, std::memory_order_relaxed);
+    if (!helpers_held_.load(std::memory_order_relaxed)) return;
+    helpers_held_.store(false, std::memory_order_relaxed);
     posted_.store(generation_, std::memory_order_release);
   }
   cv_.notify_all();
@@ -215,16 +212,14 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(
   // Note [Sharing the cores with the producer]: while a producer issues, the last helper sits
   // the job out (not woken, not spinning for it); a producer that starts to wait releases it, and
   // it takes the chunks nobody has started.
-  helpers_held_ = shares_with_producers_ && ProducerIssuing();
-  if (helpers_held_) {
-    g_helpers_held.store(true, std::memory_order_seq_cst);
+  bool held = this == g_global_pool.load(std::memory_order_relaxed) && ProducerIssuing();
+  if (held) {
+    helpers_held_.store(true, std::memory_order_seq_cst);
     // A producer that began to wait before the store above is seen here.
-    if (g_producers_waiting.load(std::memory_order_seq_cst) > 0) {
-      helpers_held_ = false;
-      g_helpers_held.store(false, std::memory_order_relaxed);
-    }
+    held = g_producers_waiting.load(std::memory_order_seq_cst) == 0;
+    if (!held) helpers_held_.store(false, std::memory_order_relaxed);
   }
-  if (!helpers_held_ || threads > 2) {
+  if (!held || threads > 2) {
     posted_.store(generation_, std::memory_order_release);
     cv_.notify_all();
   }
@@ -236,10 +231,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(
     done_cv_.wait(lock, [&] { return chunks_done_.load(std::memory_order_relaxed) == num_chunks_; });
   }
   job_ = nullptr;
-  if (helpers_held_) {
-    helpers_held_ = false;
-    g_helpers_held.store(false, std::memory_order_relaxed);
-  }
+  helpers_held_.store(false, std::memory_order_relaxed);
 }
 
 }  // namespace tpu

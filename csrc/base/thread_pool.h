@@ -63,7 +63,9 @@ class ThreadPool {
   static bool ProducerIssuing();
   void ReleaseHelpers();
   // Whether worker `index` sits the current job out (mu_ held).
-  bool Held(int index) const { return helpers_held_ && index + 2 == job_threads_; }
+  bool Held(int index) const {
+    return helpers_held_.load(std::memory_order_relaxed) && index + 2 == job_threads_;
+  }
   void Start(int num_threads);
   void Stop();
   void WorkerLoop(uint64_t seen_generation, int index);
@@ -84,8 +86,9 @@ class ThreadPool {
   uint64_t generation_ = 0;
   std::atomic<uint64_t> posted_{0};  // generation_, readable without the lock (spinning workers)
   bool stop_ = false;
-  bool shares_with_producers_ = false;  // Get()'s pool
-  bool helpers_held_ = false;  // the job's last helper is held back (Note [Sharing the cores ...])
+  // The job's last helper is held back (Note [Sharing the cores ...]); written with mu_ held, read
+  // without it by a producer that starts to wait.
+  std::atomic<bool> helpers_held_{false};
   std::mutex call_mu_;  // held by the ParallelFor that owns the pool, or by Resize
 };
 

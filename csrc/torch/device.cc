@@ -5,11 +5,11 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
-#include <chrono>
 #include <memory>
 #include <mutex>
 
 #include "backends/backends.h"
+#include "base/clock.h"
 #include "base/metrics.h"
 #include "torch/deferred/capture.h"
 #include "torch/fork.h"
@@ -120,12 +120,6 @@ struct TpuEvent {
   std::shared_ptr<std::atomic<int64_t>> done_ns = std::make_shared<std::atomic<int64_t>>(0);
 };
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   static constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
   c10::DeviceType type() const override { return kType; }
@@ -168,7 +162,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     auto done = ev->done_ns;
     ev->seq = DeviceFor(dev).queue().Enqueue(
         [done] {
-          done->store(NowNs());
+          done->store(SteadyNowNs());
           return Status::Ok();
         },
         ProfiledContext("event.record"));

@@ -207,6 +207,24 @@ inline T Combine(T a, T b) {
   return b;
 }
 
+// The 9 elements of a 3x3 box at p (rows sr apart, columns sc apart) into v, row by row; false
+// when one is a NaN (pooling's interior windows take the unrolled trees below only without).
+template <typename T>
+bool Load3x3(const T* p, int64_t sr, int64_t sc, T (&v)[9]) {
+  bool nan = false;
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 3; ++b) {
+      v[a * 3 + b] = p[a * sr + b * sc];
+      nan |= v[a * 3 + b] != v[a * 3 + b];
+    }
+  return !nan;
+}
+// f(earlier, later) folded over v as one balanced tree, the earlier operand first in each pair.
+template <typename T, class F>
+T Tree9(const T (&v)[9], F f) {
+  return f(f(f(v[0], v[1]), f(v[2], v[3])), f(f(v[4], v[5]), f(f(v[6], v[7]), v[8])));
+}
+
 // reduce_window's fold: padding and holes read the init value.
 template <ReduceKind K, typename T>
 struct ReduceFolder {
@@ -235,24 +253,15 @@ struct ReduceFolder {
   void Box(const int64_t (&poff)[N], const int64_t (&sh)[N], const int64_t (&sw)[N], int64_t r0, int64_t r1,
            int64_t c0, int64_t c1) {
     if constexpr ((K == ReduceKind::kMax || K == ReduceKind::kMin) && std::is_floating_point_v<T>) {
-      if (r1 - r0 == 3 && c1 - c0 == 3 && acc == acc) {
-        const T* p = src + poff[0] + r0 * sh[0] + c0 * sw[0];
-        T v[9];
-        bool nan = false;
-        for (int a = 0; a < 3; ++a)
-          for (int b = 0; b < 3; ++b) {
-            v[a * 3 + b] = p[a * sh[0] + b * sw[0]];
-            nan |= v[a * 3 + b] != v[a * 3 + b];
-          }
-        if (!nan) {
-          auto keep = [](T earlier, T later) {
-            if constexpr (K == ReduceKind::kMax) return later > earlier ? later : earlier;
-            else return later < earlier ? later : earlier;
-          };
-          const T t = keep(keep(keep(v[0], v[1]), keep(v[2], v[3])), keep(keep(v[4], v[5]), keep(keep(v[6], v[7]), v[8])));
-          acc = keep(acc, t);
-          return;
-        }
+      T v[9];
+      if (r1 - r0 == 3 && c1 - c0 == 3 && acc == acc &&
+          Load3x3(src + poff[0] + r0 * sh[0] + c0 * sw[0], sh[0], sw[0], v)) {
+        auto keep = [](T earlier, T later) {
+          if constexpr (K == ReduceKind::kMax) return later > earlier ? later : earlier;
+          else return later < earlier ? later : earlier;
+        };
+        acc = keep(acc, Tree9(v, keep));
+        return;
       }
     }
     for (int64_t r = r0; r < r1; ++r) {
@@ -371,24 +380,18 @@ struct ArgFolder {
   bool Box3x3(const T* p, int64_t sp_r, int64_t sp_c, const int64_t* q, int64_t sq_r, int64_t sq_c) {
     T v[9];
     int64_t ix[9];
-    for (int a = 0; a < 3; ++a)
-      for (int b = 0; b < 3; ++b) {
-        v[a * 3 + b] = p[a * sp_r + b * sp_c];
-        ix[a * 3 + b] = q[a * sq_r + b * sq_c];
-      }
-    bool nan = false;
-    for (int e = 0; e < 9; ++e) nan |= v[e] != v[e];
-    if (nan) return false;
+    if (!Load3x3(p, sp_r, sp_c, v)) return false;
+    Load3x3(q, sq_r, sq_c, ix);  // (indices: never a NaN)
     auto mx = [](T a, T b) { return a > b ? a : b; };
-    T m = mx(mx(mx(v[0], v[1]), mx(v[2], v[3])), mx(mx(v[4], v[5]), mx(mx(v[6], v[7]), v[8])));
-    m = mx(m, best);  // (best: Start's lowest value; -inf ties count as the window's own)
+    // (best: Start's lowest value; -inf ties count as the window's own)
+    const T m = mx(Tree9(v, mx), best);
     int64_t c[9];
     for (int e = 0; e < 9; ++e) {
       const int64_t eq = -static_cast<int64_t>(v[e] == m);
       c[e] = (ix[e] & eq) | (std::numeric_limits<int64_t>::max() & ~eq);
     }
     auto mn = [](int64_t a, int64_t b) { return a < b ? a : b; };
-    int64_t bi = mn(mn(mn(c[0], c[1]), mn(c[2], c[3])), mn(mn(c[4], c[5]), mn(mn(c[6], c[7]), c[8])));
+    int64_t bi = Tree9(c, mn);
     bi = best == m ? mn(bi, best_i) : bi;
     best = m;
     best_i = bi;
