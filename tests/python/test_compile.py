@@ -289,3 +289,31 @@ def test_capture_takes_no_device_memory_for_intermediates(no_fallback):
     # The capture recorded 16 intermediates of 256 KiB without memory; the call allocated its one output.
     assert torch.tpu.memory_allocated() - before <= y.untyped_storage().nbytes()
     torch.testing.assert_close(y.cpu(), f(x.cpu()))
+
+
+def test_attention_rows_masked_entirely_are_zero_like_pytorchs(no_fallback):
+    # SDPA's math path ends its softmax in the safe-softmax guard (rows whose every score is -inf
+    # give 0, not NaN); the host executor runs softmax and guard as one row kernel (Note [Safe
+    # softmax rows]). Rows 2 and 5 of the mask hide every key; forward and gradients vs PyTorch CPU.
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 8, 16, generator=g) for _ in range(3))
+    mask = torch.rand(8, 8, generator=g) > 0.3
+    mask[:, 0] = True
+    mask[2] = mask[5] = False
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.device))
+
+    def run(fn, device):
+        ins = [t.detach().to(device).requires_grad_() for t in (q, k, v)]
+        out = fn(*ins)
+        out.backward(torch.cos(torch.arange(out.numel(), dtype=torch.float32)).reshape(out.shape).to(device))
+        return [out.detach().cpu()] + [t.grad.cpu() for t in ins]
+
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        want = run(f, "cpu")
+    got = run(torch.compile(f, backend="tpu"), "tpu")
+    assert torch.all(want[0][:, :, [2, 5]] == 0)
+    for a, e in zip(got, want):
+        assert not torch.isnan(a).any()
+        torch.testing.assert_close(a, e)

@@ -174,7 +174,7 @@ std::string StepName(const HostExecutable& e, const Step& st, const std::vector<
 Status RunRows(const RowStep& r, const std::vector<View>& views) {
   auto opt = [&](int v) { return v >= 0 ? &views[v] : nullptr; };
   switch (r.kind) {
-    case RowKind::kSoftmax: return SoftmaxRows(views[r.x], r.dim, false, views[r.out]);
+    case RowKind::kSoftmax: return SoftmaxRows(views[r.x], r.dim, false, views[r.out], opt(r.fill));
     case RowKind::kLogSoftmax: return SoftmaxRows(views[r.x], r.dim, true, views[r.out]);
     case RowKind::kSoftmaxBackward: return SoftmaxBackwardRows(views[r.x], views[r.y], r.dim, false, views[r.out]);
     case RowKind::kLogSoftmaxBackward: return SoftmaxBackwardRows(views[r.x], views[r.y], r.dim, true, views[r.out]);

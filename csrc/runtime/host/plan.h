@@ -50,11 +50,14 @@ struct RowStep {
   // statistics, read by ops outside the chain) written; -1 where the chain has none. RMS norm:
   // weight, eps and rstd likewise.
   int weight = -1, bias = -1, eps = -1, mean = -1, rstd = -1;
+  // Softmax: the value (rank-0 float32) of the rows whose every x is -inf when the chain ends in
+  // the safe-softmax guard (Note [Safe softmax rows], row_kernels.cc); -1 without one.
+  int fill = -1;
   std::vector<int> ops;  // the chain's op indices: no other step runs them
   // The values the step reads and writes.
   SmallVector<int, 4> Inputs() const {
     SmallVector<int, 4> v{x};
-    for (int o : {y, weight, bias, eps})
+    for (int o : {y, weight, bias, eps, fill})
       if (o >= 0) v.push_back(o);
     return v;
   }
@@ -66,7 +69,7 @@ struct RowStep {
   }
   bool operator==(const RowStep& o) const {
     return kind == o.kind && x == o.x && y == o.y && out == o.out && dim == o.dim && weight == o.weight && bias == o.bias &&
-           eps == o.eps && mean == o.mean && rstd == o.rstd && ops == o.ops;
+           eps == o.eps && mean == o.mean && rstd == o.rstd && fill == o.fill && ops == o.ops;
   }
 };
 const char* RowKindName(RowKind k);

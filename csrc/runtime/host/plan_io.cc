@@ -12,8 +12,9 @@ namespace tpu::host {
 namespace {
 
 // 2: row steps; 3: results' scratch apart; 4: with the temps of reshaped results (Note [Reshaped
-// results]); 5: RMS norm row steps (matched again on reading: a plan of 4 would not match)
-constexpr uint32_t kPlanFormat = 5;
+// results]); 5: RMS norm row steps (matched again on reading: a plan of 4 would not match); 6:
+// softmax row steps take the safe-softmax guard (Note [Safe softmax rows])
+constexpr uint32_t kPlanFormat = 6;
 
 void WriteInts(const std::vector<int>& v, ByteWriter& w) {
   w.U64(v.size());

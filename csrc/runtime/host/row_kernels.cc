@@ -294,12 +294,35 @@ float ShiftExp(const float* x, int64_t n, float* s, float* e) {
 
 }  // namespace
 
-Status SoftmaxRows(const View& x, int dim, bool log, const View& y) {
+Status SoftmaxRows(const View& x, int dim, bool log, const View& y, const View* fill) {
   RowSet X, Y;
   TPU_RETURN_IF_ERROR(SameShape(x, y, "the output"));
   TPU_RETURN_IF_ERROR(Rows(x, dim, dim + 1, &X, "input"));
   TPU_RETURN_IF_ERROR(Rows(y, dim, dim + 1, &Y, "output"));
   const int64_t n = X.n;
+  float fill_value = 0.0f;
+  if (fill) {
+    if (log || fill->dtype != DType::kF32 || fill->NumElements() != 1)
+      return Unimplemented("softmax rows: the all -inf rows' value is not one float32 (or log_softmax)");
+    std::memcpy(&fill_value, fill->data, sizeof(float));
+  }
+  // Note [Safe softmax rows]: with a fill, rows whose every element is -inf are found before the
+  // row is computed (y may be x's buffer) and overwritten after: fill where the chain's select
+  // picks it, the softmax's own NaN nowhere. A row is checked from its first element and the
+  // check stops at the first one that is not -inf, so a causal mask's rows (position 0 always
+  // visible) cost one compare each. NaN == -inf is false: a row holding a NaN keeps its NaN.
+  auto all_masked = [&](int64_t r) {
+    const char* p = X.Row(r);
+    const int64_t step = X.stride * X.esize;
+    for (int64_t j = 0; j < n; ++j, p += step)
+      if (LoadOne(X.dtype, p) != -std::numeric_limits<float>::infinity()) return false;
+    return n > 0;
+  };
+  auto refill = [&](int64_t r) {
+    char* p = Y.Row(r);
+    const int64_t step = Y.stride * Y.esize;
+    for (int64_t j = 0; j < n; ++j, p += step) StoreOne(Y.dtype, fill_value, p);
+  };
   // Rows go in groups (Note [Row groups]), a group in one call (Note [Softmax row groups]): rows
   // read and written where they are when contiguous float32 or bfloat16 (converted as they are
   // read and written), else through float buffers.
@@ -310,6 +333,15 @@ Status SoftmaxRows(const View& x, int dim, bool log, const View& y) {
     float* yr[kSumRowGroup];
     for (int64_t g0 = r0; g0 < r1; g0 += G) {
       const int64_t cnt = std::min(G, r1 - g0);
+      bool masked[kSumRowGroup] = {};
+      bool any_masked = false;
+      if (fill)
+        for (int64_t k = 0; k < cnt; ++k) any_masked |= masked[k] = all_masked(g0 + k);
+      auto refill_masked = [&] {
+        if (any_masked)
+          for (int64_t k = 0; k < cnt; ++k)
+            if (masked[k]) refill(g0 + k);
+      };
       if (bf16) {  // converted as they are read and written
         const uint16_t* xb[kSumRowGroup];
         uint16_t* yb[kSumRowGroup];
@@ -320,12 +352,14 @@ Status SoftmaxRows(const View& x, int dim, bool log, const View& y) {
           eb[k] = buf + k * n;
         }
         SoftmaxGroupBf16(xb, yb, eb, cnt, n, log);
+        refill_masked();
         continue;
       }
       ReadRows(X, g0, cnt, buf, xr);
       TargetRows(Y, g0, cnt, buf + G * n, yr);
       SoftmaxGroupF32(xr, yr, cnt, n, log);
       FlushRows(Y, g0, cnt, yr);
+      refill_masked();
     }
   });
   return Status::Ok();

@@ -24,7 +24,10 @@ namespace tpu::host {
 // y = softmax(x) along dim (log: log_softmax). IR (softmax.cc Forward):
 //   m = reduce_max(x, dim); s = x - bcast(m); e = exp(s); z = reduce_add(e, dim)
 //   softmax: y = e / bcast(z)            log_softmax: y = s - bcast(log(z))
-Status SoftmaxRows(const View& x, int dim, bool log, const View& y);
+// fill (softmax only; null for none): the safe-softmax guard of PyTorch's _safe_softmax (SDPA's
+// math path) -- rows whose every x is -inf are *fill (a rank-0 float32 view) instead of the NaN
+// their chain computes. IR: select(bcast(reduce_and(x == -inf, dim)), bcast(fill), y).
+Status SoftmaxRows(const View& x, int dim, bool log, const View& y, const View* fill = nullptr);
 
 // dx from the output y and its gradient g. IR (softmax.cc Backward):
 //   softmax: dx = y * (g - bcast(reduce_add(g * y, dim)))

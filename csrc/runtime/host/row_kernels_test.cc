@@ -137,6 +137,20 @@ TEST(RowKernelsTest, InPlaceRowsWithGapsAndUnmergedOuterDimsEqualDenseRows) {
 // Compiles and runs b, checking that its host plan has `rows` row steps (Note [Row chains]): the
 // chain-equality tests below compare a planned chain with the same chain kept op by op, which
 // would pass trivially if neither were matched.
+// softmax.cc's forward chain along dim; *shifted: x - max (for a test to keep the chain whole).
+int SoftmaxChainForTest(Builder& b, int x, int dim, int* shifted) {
+  const Dims full = b.TypeOf(x).dims;
+  Dims kept;
+  for (int d = 0; d < static_cast<int>(full.size()); ++d)
+    if (d != dim) kept.push_back(d);
+  int m = b.Reduce(x, b.Constant(-INFINITY, F), {dim}, ReduceKind::kMax);
+  int s = b.Binary(OpCode::kSubtract, x, b.BroadcastInDim(m, full, kept));
+  *shifted = s;
+  int e = b.Unary(OpCode::kExp, s);
+  int z = b.Reduce(e, b.Constant(0.0, F), {dim}, ReduceKind::kAdd);
+  return b.Binary(OpCode::kDivide, e, b.BroadcastInDim(z, full, kept));
+}
+
 Status RunWithRowSteps(Builder& b, size_t rows, std::vector<Binding> params, std::vector<Binding> results) {
   ExecutablePtr exe = CompileBuilder(b);
   if (!exe) return Internal("no executable");
@@ -175,6 +189,85 @@ TEST(RowKernelsTest, SoftmaxEqualsTheIrChainExactly) {
       for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], want[i]) << (log ? "log " : "") << i;
       for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(planned[i], want[i]) << (log ? "log " : "") << i;
     }
+  }
+}
+
+TEST(RowKernelsTest, SafeSoftmaxChainPlannedAsARowStepEqualsTheChain) {
+  // PyTorch's _safe_softmax as the lowerings emit it: the softmax chain, then
+  // select(all(x == -inf, dim) broadcast back, fill, y) -- broadcast directly or through a reshape
+  // keeping dim as size 1, the fill a program argument. Planned whole it is one row step carrying
+  // the fill (Note [Safe softmax rows]); with the shifted values also a result the chain runs op by
+  // op. Both give the same bits, NaN for NaN: rows all -inf (the fill), rows of -inf and one NaN
+  // (NaN, the guard does not fire), rows starting with -inf (a causal mask's last rows), rows
+  // with +inf (NaN), plain rows. Along the last dim and a middle one, rows in groups and alone.
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const Dims& full : {Dims{3, 20, 64}, Dims{2, 7, 3000}})
+  for (int dim : {1, 2})
+  for (bool reshaped : {false, true})
+  for (float fill : {0.0f, 2.5f}) {
+    SCOPED_TRACE(::testing::Message() << DimsToString(full) << " dim " << dim << (reshaped ? " reshaped" : "") << " fill " << fill);
+    const int64_t total = full[0] * full[1] * full[2];
+    std::vector<float> x = Values(total, 9, 4.0f), fv{fill}, got[2], shifted(total);
+    Dims kept;
+    for (int d = 0; d < 3; ++d)
+      if (d != dim) kept.push_back(d);
+    Dims strides = ContiguousStrides(full);
+    const int64_t n = full[dim];
+    int64_t row = 0;
+    for (int64_t a = 0; a < full[0]; ++a)
+      for (int64_t c = 0; c < full[3 - dim]; ++c, ++row) {
+        auto at = [&](int64_t j) -> float& {
+          return dim == 1 ? x[a * strides[0] + j * strides[1] + c] : x[a * strides[0] + c * strides[1] + j];
+        };
+        switch (row % 6) {
+          case 0: for (int64_t j = 0; j < n; ++j) at(j) = -inf; break;
+          case 1: for (int64_t j = 0; j < n; ++j) at(j) = -inf; at(n / 2) = std::nanf(""); break;
+          case 2: for (int64_t j = 0; j < n - 3; ++j) at(j) = -inf; break;
+          case 3: at(n - 1) = inf; break;
+          default: break;
+        }
+      }
+    for (int keep_chain = 0; keep_chain < 2; ++keep_chain) {
+      Builder b;
+      int p = b.Param(T(F, full));
+      int pf = b.Param(T(F, {}));
+      int sv = -1;
+      int y = SoftmaxChainForTest(b, p, dim, &sv);
+      int eq = b.Compare(CompareDirection::kEQ, p, b.ScalarLike(-INFINITY, p));
+      int all = b.Reduce(eq, b.Constant(1.0, DType::kBool), {dim}, ReduceKind::kAnd);
+      Dims one = full;
+      one[dim] = 1;
+      int pred = reshaped ? b.BroadcastInDim(b.Reshape(all, one), full, {0, 1, 2}) : b.BroadcastInDim(all, full, kept);
+      b.Result(b.Select(pred, b.BroadcastInDim(pf, full, {}), y));
+      if (keep_chain) b.Result(sv);
+      got[keep_chain].resize(total);
+      ExecutablePtr exe = CompileBuilder(b);
+      ASSERT_NE(exe, nullptr);
+      const auto& rows = static_cast<const HostExecutable&>(*exe).rows;
+      ASSERT_EQ(rows.size(), keep_chain ? 0u : 1u);
+      if (!keep_chain) {
+        EXPECT_EQ(rows[0].fill, pf);
+      }
+      auto results = keep_chain ? Bindings(Bind(got[1], F, full), Bind(shifted, F, full)) : Bindings(Bind(got[0], F, full));
+      Status st = RunExe(exe, Bindings(Bind(x, F, full), Bind(fv, F, {})), std::move(results));
+      ASSERT_TRUE(st.ok()) << st.ToString();
+    }
+    int64_t fills = 0, nans = 0;
+    for (int64_t i = 0; i < total; ++i) {
+      fills += got[0][i] == fill && fill != 0.0f;
+      nans += std::isnan(got[0][i]);
+      if (std::isnan(got[1][i])) {
+        ASSERT_TRUE(std::isnan(got[0][i])) << i;
+      } else if (dim == 2) {
+        ASSERT_EQ(got[0][i], got[1][i]) << i;
+      } else {  // along a middle dim the reduce kernel sums in another order
+        ASSERT_NEAR(got[0][i], got[1][i], 1e-6f) << i;
+      }
+    }
+    if (fill != 0.0f) {
+      EXPECT_GE(fills, n);  // the all -inf rows hold the fill, not NaN
+    }
+    EXPECT_GT(nans, 0);                     // and the NaN rows stayed NaN
   }
 }
 

@@ -132,14 +132,67 @@ class Matcher : public GraphUses {
     ops.push_back(y);
     // The init constants go with the chain when nothing else reads them.
     for (int r : {i, z}) Absorb(g_.ops[r].operands[1], &ops);
+    int fill = -1;
+    if (!log)
+      if (int sel = SafeGuard(x, y, full, dim, &ops, &fill); sel >= 0) y = sel;
     int yv = Value(y);
     Narrowed(&x, &yv, &ops);
     out->kind = log ? RowKind::kLogSoftmax : RowKind::kSoftmax;
+    out->fill = fill;
     out->x = x;
     out->out = yv;
     out->dim = dim;
     out->ops = std::move(ops);
     return true;
+  }
+
+  // The safe-softmax guard after the softmax `y` of x along dim (PyTorch's _safe_softmax, which
+  // SDPA's math path calls): select(P, bcast(fill), y) with P = all(x == -inf) along dim,
+  // broadcast back directly or through a reshape that keeps dim as size 1 -- every op but the
+  // select read only inside the guard. Appends the guard's ops to `ops`, sets the rank-0 float32
+  // fill and returns the select; -1 (nothing appended) when y is not guarded so (Note [Safe
+  // softmax rows], row_kernels.cc).
+  int SafeGuard(int x, int y, const Dims& full, int dim, std::vector<int>* ops, int* fill) const {
+    const int sel = Sole(Value(y));
+    if (sel < 0) return -1;
+    const Op& s = g_.ops[sel];
+    if (s.code != OpCode::kSelect || s.operands[2] != Value(y) || s.type.dtype != DType::kF32) return -1;
+    const Op* fb = Producer(s.operands[1]);
+    if (!fb || fb->code != OpCode::kBroadcastInDim || !fb->attrs.a.empty()) return -1;
+    const TensorType& ft = g_.TypeOf(fb->operands[0]);
+    if (ft.rank() != 0 || ft.dtype != DType::kF32) return -1;
+    std::vector<int> mine;
+    const int pv = s.operands[0];
+    const Op* pb = Producer(pv);
+    if (!pb || pb->code != OpCode::kBroadcastInDim || pb->type.dims != full || !Inner(pv, 1)) return -1;
+    mine.push_back(pv - np_);
+    int rv = pb->operands[0];
+    if (const Op* rs = Producer(rv); rs && rs->code == OpCode::kReshape) {
+      Dims kept_one = full, identity;
+      kept_one[dim] = 1;
+      for (int d = 0; d < static_cast<int>(full.size()); ++d) identity.push_back(d);
+      if (rs->type.dims != kept_one || pb->attrs.a != identity || !Inner(rv, 1)) return -1;
+      mine.push_back(rv - np_);
+      rv = rs->operands[0];
+    } else if (!IsUnreduce(pv - np_, rv, full, dim)) {
+      return -1;
+    }
+    int c, rdim;
+    if (!Producer(rv) || !Inner(rv, 1) || !IsReduce(rv - np_, ReduceKind::kAnd, 1.0, &c, &rdim) || rdim != dim)
+      return -1;
+    mine.push_back(rv - np_);
+    const Op* cmp = Producer(c);
+    if (!cmp || cmp->code != OpCode::kCompare || cmp->attrs.kind != static_cast<int64_t>(CompareDirection::kEQ) ||
+        cmp->operands[0] != x || !Inner(c, 1) || !IsConstantLike(cmp->operands[1], -INFINITY))
+      return -1;
+    mine.push_back(c - np_);
+    mine.push_back(sel);
+    if (Inner(s.operands[1], 1)) mine.push_back(s.operands[1] - np_);
+    ops->insert(ops->end(), mine.begin(), mine.end());
+    Absorb(cmp->operands[1], ops);
+    Absorb(g_.ops[rv - np_].operands[1], ops);
+    *fill = fb->operands[0];
+    return sel;
   }
 
   // A broadcast of the constant `value` to the type of v, or that constant itself (rank 0).
