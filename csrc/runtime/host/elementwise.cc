@@ -503,10 +503,11 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
                 m == 1 ? 0 : o.strides[rank - 2] * o.elem, inner_stride(o));
     }
   };
+  // Threaded by the region's work, not only its size (Note [Threading by work], tiles.h).
   if (row_tiles) {
-    ForEachRowTile(dims, operands, tile_rows, [&](const int64_t* off, int64_t m) { run_tile(off, m, m * inner); });
+    ForEachRowTile(dims, operands, tile_rows, [&](const int64_t* off, int64_t m) { run_tile(off, m, m * inner); }, nops);
   } else {
-    ForEachTile(dims, operands, tile, [&](const int64_t* off, int64_t len) { run_tile(off, 1, len); });
+    ForEachTile(dims, operands, tile, [&](const int64_t* off, int64_t len) { run_tile(off, 1, len); }, nops);
   }
   return Status::Ok();
 }

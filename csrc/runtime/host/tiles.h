@@ -46,10 +46,15 @@ struct Operand {
   int elem;
 };
 
+// Note [Threading by work]: whether a loop is worth the pool is decided by its elements times
+// the passes each element takes (`passes`: a fused region's ops, 1 for a copy), so a long chain
+// over a medium tensor -- an optimizer's per-parameter update, 25 ops over 45056 elements -- runs
+// threaded like a single op over a tensor that many times larger.
+
 // Iterates a (coalesced) space in tiles of at most `tile` elements, calling
 // fn(offsets_in_elements[], len) per tile.
 template <typename Ops, typename F>
-void ForEachTile(const Dims& dims, const Ops& ops, int64_t tile, F&& fn) {
+void ForEachTile(const Dims& dims, const Ops& ops, int64_t tile, F&& fn, int64_t passes = 1) {
   int rank = static_cast<int>(dims.size());
   int64_t inner = rank ? dims.back() : 1;
   int64_t outer = 1;
@@ -74,7 +79,7 @@ void ForEachTile(const Dims& dims, const Ops& ops, int64_t tile, F&& fn) {
       fn(off.data(), len);
     }
   };
-  if (ThreadPool::Worth(total))
+  if (ThreadPool::Worth(total * std::max<int64_t>(1, passes)))
     ThreadPool::Get().ParallelFor(tiles, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, std::min(tile, inner))), body);
   else body(0, tiles);
 }
@@ -82,7 +87,7 @@ void ForEachTile(const Dims& dims, const Ops& ops, int64_t tile, F&& fn) {
 // Iterates a (coalesced) space of rank >= 2 in tiles of up to `rows` whole rows (rows: the
 // second-to-last dim), calling fn(offsets_in_elements_of_the_first_row[], rows_in_tile).
 template <typename Ops, typename F>
-void ForEachRowTile(const Dims& dims, const Ops& ops, int64_t rows, F&& fn) {
+void ForEachRowTile(const Dims& dims, const Ops& ops, int64_t rows, F&& fn, int64_t passes = 1) {
   const int rank = static_cast<int>(dims.size());
   const int64_t inner = dims[rank - 1], mid = dims[rank - 2];
   int64_t outer = 1;
@@ -103,7 +108,7 @@ void ForEachRowTile(const Dims& dims, const Ops& ops, int64_t rows, F&& fn) {
       fn(off.data(), std::min(rows, mid - r0));
     }
   };
-  if (ThreadPool::Worth(outer * mid * inner))
+  if (ThreadPool::Worth(outer * mid * inner * std::max<int64_t>(1, passes)))
     ThreadPool::Get().ParallelFor(tiles, std::max<int64_t>(1, 8192 / (rows * inner)), body);
   else
     body(0, tiles);
