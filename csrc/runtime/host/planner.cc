@@ -180,15 +180,21 @@ Status PlanExecutable(HostExecutable& exe) {
   // unrelated matmul stays one pass.
   struct Open {
     int index;       // into exe.regions
-    int last_step;   // exe.steps.size() when it last gained an op
+    int last_step;   // work_steps() when it last gained an op
     // Its distinct outside inputs: with its ops, the register slots it needs.
     std::vector<int> counted;
   };
   // A region idle for this many emitted steps is closed: keeping it open longer only stretches
   // its inputs' lifetimes (scratch) for no fusion.
   constexpr int kIdleSteps = 64;
-  constexpr size_t kMaxOpen = 16;
+  constexpr size_t kMaxOpen = 64;
+  // Note [Regions by chain]: ops at least this large fuse along their operands' chains.
+  constexpr int64_t kChainElements = 4096;
   std::vector<Open> open;
+  // Steps that compute (views excepted: they take no memory and no time), for idleness: a
+  // _foreach_ step's scalar broadcasts are a view per parameter per op (Note [Regions by chain]).
+  int views_emitted = 0;
+  auto work_steps = [&] { return static_cast<int>(exe.steps.size()) - views_emitted; };
   auto close_at = [&](size_t k) {
     exe.steps.push_back(Step{StepKind::kFused, open[k].index});
     open.erase(open.begin() + static_cast<std::ptrdiff_t>(k));
@@ -203,7 +209,7 @@ Status PlanExecutable(HostExecutable& exe) {
     }
   };
   auto close_idle = [&] {
-    const int now = static_cast<int>(exe.steps.size());
+    const int now = work_steps();
     for (size_t k = 0; k < open.size();) {
       if (now - open[k].last_step > kIdleSteps) close_at(k);
       else ++k;
@@ -226,11 +232,58 @@ Status PlanExecutable(HostExecutable& exe) {
       continue;
     }
     if (IsElementwise(op.code)) {
+      // Note [Regions by chain]: an op of kChainElements elements or more joins the open region
+      // of its shape that produced one of its operands, and starts a region of its own when none
+      // did; smaller ops join any open region of their shape. The ops of a _foreach_ optimizer
+      // step come interleaved (the first op of every parameter, then the second, ...): joined in
+      // that order, a large parameter's chain was cut across regions of kMaxRegionValues and
+      // every value crossing a cut went through memory (AdamW over 16 parameters of 45056
+      // elements: 9 regions writing 16 values each); by chain, each parameter's update is one
+      // pass with its intermediates in tiles. Two open regions an op reads are merged into one
+      // when the result still fits, so independent chains that meet later (x = f(a); y = g(b);
+      // x + y) stay one pass as before.
+      const bool by_chain = op.type.NumElements() >= kChainElements;
       auto open_of_shape = [&] {
-        for (size_t j = 0; j < open.size(); ++j)
-          if (exe.regions[open[j].index].shape == op.type.dims) return static_cast<int>(j);
-        return -1;
+        int any = -1;
+        for (size_t j = 0; j < open.size(); ++j) {
+          if (exe.regions[open[j].index].shape != op.type.dims) continue;
+          for (int o : op.operands)
+            if (region_of[o] == open[j].index) return static_cast<int>(j);
+          if (any < 0) any = static_cast<int>(j);
+        }
+        return by_chain ? -1 : any;
       };
+      if (by_chain) {
+        // Open regions of this shape that the op reads: merged into the first while they fit.
+        SmallVector<int, 4> reads;
+        for (size_t j = 0; j < open.size(); ++j) {
+          if (exe.regions[open[j].index].shape != op.type.dims) continue;
+          for (int o : op.operands)
+            if (region_of[o] == open[j].index) {
+              reads.push_back(static_cast<int>(j));
+              break;
+            }
+        }
+        for (size_t m = reads.size(); m-- > 1;) {
+          Open& a = open[reads[0]];
+          Open& b = open[reads[m]];
+          FusedRegion& ra = exe.regions[a.index];
+          FusedRegion& rb = exe.regions[b.index];
+          size_t counted = a.counted.size();
+          for (int o : b.counted)
+            if (std::find(a.counted.begin(), a.counted.end(), o) == a.counted.end()) ++counted;
+          if (ra.ops.size() + rb.ops.size() + counted + 1 + op.operands.size() > static_cast<size_t>(kMaxRegionValues))
+            continue;  // close_read below closes it instead
+          for (int o : b.counted)
+            if (std::find(a.counted.begin(), a.counted.end(), o) == a.counted.end()) a.counted.push_back(o);
+          for (int j : rb.ops) region_of[np + j] = a.index;
+          ra.ops.insert(ra.ops.end(), rb.ops.begin(), rb.ops.end());
+          std::sort(ra.ops.begin(), ra.ops.end());
+          rb.ops.clear();  // dropped below, never emitted
+          a.last_step = std::max(a.last_step, b.last_step);
+          open.erase(open.begin() + reads[m]);
+        }
+      }
       // The op's outside inputs that region r has not counted yet.
       auto new_inputs = [&](const Open& r) {
         SmallVector<int, 4> in;
@@ -261,7 +314,7 @@ Status PlanExecutable(HostExecutable& exe) {
       exe.regions[r.index].ops.push_back(i);
       for (int o : new_inputs(r)) r.counted.push_back(o);
       region_of[v] = r.index;
-      r.last_step = static_cast<int>(exe.steps.size());
+      r.last_step = work_steps();
       continue;
     }
     if (op.operands.empty()) {
@@ -274,12 +327,28 @@ Status PlanExecutable(HostExecutable& exe) {
     if (kind == OpKind::Structural) {
       exe.steps.push_back(Step{StepKind::kView, i});
       exe.slots[v].kind = SlotKind::kView;
+      ++views_emitted;
     } else {
       exe.steps.push_back(Step{StepKind::kKernel, i});
     }
     close_idle();
   }
   while (!open.empty()) close_at(0);
+  {  // Regions merged into others (Note [Regions by chain]) are dropped; steps renumbered.
+    std::vector<int> renumber(exe.regions.size(), -1);
+    size_t kept = 0;
+    for (size_t r = 0; r < exe.regions.size(); ++r) {
+      if (exe.regions[r].ops.empty()) continue;
+      renumber[r] = static_cast<int>(kept);
+      if (kept != r) exe.regions[kept] = std::move(exe.regions[r]);
+      ++kept;
+    }
+    exe.regions.resize(kept);
+    for (Step& st : exe.steps)
+      if (st.kind == StepKind::kFused) st.index = renumber[st.index];
+    for (int& r : region_of)
+      if (r >= 0) r = renumber[r];
+  }
 
   // Region inputs/outputs from the use lists.
   std::vector<bool> used_outside(nv, false);

@@ -169,6 +169,45 @@ TEST(FusionTest, InterleavedChainsOfTwoShapesAreOneRegionEach) {
   EXPECT_EQ(exe->regions[1].ops.size(), 2u);
 }
 
+TEST(FusionTest, LargeInterleavedChainsAreOneRegionPerChain) {
+  // Note [Regions by chain]: a _foreach_ update over 12 large same-shaped parameters, recorded op
+  // by op across them (p * s, then + g, then * p, then - g, each scalar a broadcast view), is
+  // one region per parameter holding that parameter's whole chain -- not regions cut across the
+  // parameters in recording order, whose values crossed to the next region through memory. Two
+  // chains that meet (the last op adds two parameters' results) merge into one region; the same
+  // update over small parameters shares regions across them as before.
+  for (const int64_t n : {int64_t{8192}, int64_t{64}}) {
+    SCOPED_TRACE(n);
+    const int k = 12;
+    Builder b;
+    std::vector<int> p, g, v;
+    for (int i = 0; i < k; ++i) p.push_back(b.Param(T(DType::kF32, {n})));
+    for (int i = 0; i < k; ++i) g.push_back(b.Param(T(DType::kF32, {n})));
+    int s = b.Param(T(DType::kF32, {}));
+    for (int i = 0; i < k; ++i) v.push_back(b.Binary(OpCode::kMultiply, p[i], b.BroadcastInDim(s, {n}, {})));
+    for (int i = 0; i < k; ++i) v[i] = b.Binary(OpCode::kAdd, v[i], g[i]);
+    for (int i = 0; i < k; ++i) v[i] = b.Binary(OpCode::kMultiply, v[i], p[i]);
+    for (int i = 0; i < k; ++i) v[i] = b.Binary(OpCode::kSubtract, v[i], b.BroadcastInDim(s, {n}, {}));
+    for (int i = 0; i + 1 < k; ++i) b.Result(v[i]);
+    b.Result(b.Binary(OpCode::kAdd, v[k - 1], v[k - 2]));
+    auto exe = CompileOk(b);
+    ASSERT_NE(exe, nullptr);
+    if (n == 64) {
+      EXPECT_LT(exe->regions.size(), static_cast<size_t>(k) / 2);
+      continue;
+    }
+    ASSERT_EQ(exe->regions.size(), static_cast<size_t>(k - 1));
+    const int np = exe->graph.num_params();
+    for (const auto& r : exe->regions) {
+      EXPECT_EQ(r.ops.size(), r.inputs.size() == 4 ? 4u : 9u);  // a chain, or the two that meet
+      for (int in : r.inputs) {  // a region reads parameters and broadcasts, never another region
+        const bool param = in < np;
+        EXPECT_TRUE(param || exe->graph.ops[in - np].code == OpCode::kBroadcastInDim) << in;
+      }
+    }
+  }
+}
+
 TEST(FusionTest, AKernelThatDoesNotReadARegionLeavesItOpen) {
   // e = exp(x); d = dot(w, w); f = e * x: the dot reads nothing of the region, so it runs first
   // and exp and multiply stay one pass.
