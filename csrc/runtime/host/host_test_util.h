@@ -28,6 +28,24 @@ Binding Bind(std::vector<T>& v, DType dt, Dims dims, Dims strides = {}, int64_t 
   return Bind(v.data() + offset, dt, std::move(dims), std::move(strides));
 }
 
+// The chain softmax.cc emits (Note [Row chains]): x -> max, broadcast, subtract, exp, sum, then
+// divide (softmax) or log, broadcast, subtract (log_softmax). Returns the result value; *shifted
+// (when asked): x - max, which a test makes a result to keep the chain op by op.
+inline int SoftmaxChain(Builder& b, int x, int dim, bool log, int* shifted = nullptr) {
+  const Dims full = b.TypeOf(x).dims;
+  const DType t = b.TypeOf(x).dtype;
+  Dims kept;
+  for (int d = 0; d < static_cast<int>(full.size()); ++d)
+    if (d != dim) kept.push_back(d);
+  int m = b.Reduce(x, b.Constant(-INFINITY, t), {dim}, ReduceKind::kMax);
+  int s = b.Binary(OpCode::kSubtract, x, b.BroadcastInDim(m, full, kept));
+  if (shifted) *shifted = s;
+  int e = b.Unary(OpCode::kExp, s);
+  int z = b.Reduce(e, b.Constant(0.0, t), {dim}, ReduceKind::kAdd);
+  return log ? b.Binary(OpCode::kSubtract, s, b.BroadcastInDim(b.Unary(OpCode::kLog, z), full, kept))
+             : b.Binary(OpCode::kDivide, e, b.BroadcastInDim(z, full, kept));
+}
+
 // Binding is move-only, so it cannot sit in an initializer list.
 template <typename... B>
 std::vector<Binding> Bindings(B&&... b) {

@@ -6,10 +6,13 @@
 #include <cmath>
 
 #include "runtime/host/host_backend.h"
+#include "runtime/host/host_test_util.h"
 #include "ir/builder.h"
 
 namespace tpu::host {
 namespace {
+
+using testing::SoftmaxChain;
 
 TensorType T(DType dt, Dims dims) { return TensorType{dt, std::move(dims)}; }
 
@@ -367,23 +370,6 @@ TEST(FusionTest, APlanSurvivesItsPersistentFormat) {
   }
   EXPECT_GT(refused, 0);
   for (size_t cut = 0; cut < bytes.size(); cut += 11) EXPECT_FALSE(DeserializePlan(bytes.substr(0, cut), g.value(), options).ok());
-}
-
-// The chain softmax.cc emits (Note [Row chains]): x -> max, broadcast, subtract, exp, sum, then
-// divide (softmax) or log, broadcast, subtract (log_softmax). Returns the result value.
-int SoftmaxChain(Builder& b, int x, int dim, bool log, int* shifted = nullptr) {
-  const Dims full = b.TypeOf(x).dims;
-  const DType t = b.TypeOf(x).dtype;
-  Dims kept;
-  for (int d = 0; d < static_cast<int>(full.size()); ++d)
-    if (d != dim) kept.push_back(d);
-  int m = b.Reduce(x, b.Constant(-INFINITY, t), {dim}, ReduceKind::kMax);
-  int s = b.Binary(OpCode::kSubtract, x, b.BroadcastInDim(m, full, kept));
-  if (shifted) *shifted = s;
-  int e = b.Unary(OpCode::kExp, s);
-  int z = b.Reduce(e, b.Constant(0.0, t), {dim}, ReduceKind::kAdd);
-  return log ? b.Binary(OpCode::kSubtract, s, b.BroadcastInDim(b.Unary(OpCode::kLog, z), full, kept))
-             : b.Binary(OpCode::kDivide, e, b.BroadcastInDim(z, full, kept));
 }
 
 TEST(FusionTest, SoftmaxChainsBecomeOneRowStep) {

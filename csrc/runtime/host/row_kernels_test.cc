@@ -137,20 +137,6 @@ TEST(RowKernelsTest, InPlaceRowsWithGapsAndUnmergedOuterDimsEqualDenseRows) {
 // Compiles and runs b, checking that its host plan has `rows` row steps (Note [Row chains]): the
 // chain-equality tests below compare a planned chain with the same chain kept op by op, which
 // would pass trivially if neither were matched.
-// softmax.cc's forward chain along dim; *shifted: x - max (for a test to keep the chain whole).
-int SoftmaxChainForTest(Builder& b, int x, int dim, int* shifted) {
-  const Dims full = b.TypeOf(x).dims;
-  Dims kept;
-  for (int d = 0; d < static_cast<int>(full.size()); ++d)
-    if (d != dim) kept.push_back(d);
-  int m = b.Reduce(x, b.Constant(-INFINITY, F), {dim}, ReduceKind::kMax);
-  int s = b.Binary(OpCode::kSubtract, x, b.BroadcastInDim(m, full, kept));
-  *shifted = s;
-  int e = b.Unary(OpCode::kExp, s);
-  int z = b.Reduce(e, b.Constant(0.0, F), {dim}, ReduceKind::kAdd);
-  return b.Binary(OpCode::kDivide, e, b.BroadcastInDim(z, full, kept));
-}
-
 Status RunWithRowSteps(Builder& b, size_t rows, std::vector<Binding> params, std::vector<Binding> results) {
   ExecutablePtr exe = CompileBuilder(b);
   if (!exe) return Internal("no executable");
@@ -232,7 +218,7 @@ TEST(RowKernelsTest, SafeSoftmaxChainPlannedAsARowStepEqualsTheChain) {
       int p = b.Param(T(F, full));
       int pf = b.Param(T(F, {}));
       int sv = -1;
-      int y = SoftmaxChainForTest(b, p, dim, &sv);
+      int y = SoftmaxChain(b, p, dim, false, &sv);
       int eq = b.Compare(CompareDirection::kEQ, p, b.ScalarLike(-INFINITY, p));
       int all = b.Reduce(eq, b.Constant(1.0, DType::kBool), {dim}, ReduceKind::kAnd);
       Dims one = full;
