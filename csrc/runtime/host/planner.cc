@@ -234,7 +234,8 @@ Status PlanExecutable(HostExecutable& exe) {
     if (IsElementwise(op.code)) {
       // Note [Regions by chain]: an op of kChainElements elements or more joins the open region
       // of its shape that produced one of its operands, and starts a region of its own when none
-      // did; smaller ops join any open region of their shape. The ops of a _foreach_ optimizer
+      // did (or one that already reads one of its full-size inputs); smaller ops join any open
+      // region of their shape. The ops of a _foreach_ optimizer
       // step come interleaved (the first op of every parameter, then the second, ...): joined in
       // that order, a large parameter's chain was cut across regions of kMaxRegionValues and
       // every value crossing a cut went through memory (AdamW over 16 parameters of 45056
@@ -243,15 +244,25 @@ Status PlanExecutable(HostExecutable& exe) {
       // when the result still fits, so independent chains that meet later (x = f(a); y = g(b);
       // x + y) stay one pass as before.
       const bool by_chain = op.type.NumElements() >= kChainElements;
+      // A full-size operand (not a broadcast) that an open region already reads: an op sharing
+      // it joins that region, so the input is read once (a = x * 2; b = x + 1).
+      auto shares_input = [&](const Open& r) {
+        for (int o : op.operands) {
+          if (o >= np && g.ops[o - np].code == OpCode::kBroadcastInDim) continue;
+          if (std::find(r.counted.begin(), r.counted.end(), o) != r.counted.end()) return true;
+        }
+        return false;
+      };
       auto open_of_shape = [&] {
-        int any = -1;
+        int any = -1, sharing = -1;
         for (size_t j = 0; j < open.size(); ++j) {
           if (exe.regions[open[j].index].shape != op.type.dims) continue;
           for (int o : op.operands)
             if (region_of[o] == open[j].index) return static_cast<int>(j);
           if (any < 0) any = static_cast<int>(j);
+          if (sharing < 0 && by_chain && shares_input(open[j])) sharing = static_cast<int>(j);
         }
-        return by_chain ? -1 : any;
+        return by_chain ? sharing : any;
       };
       if (by_chain) {
         // Open regions of this shape that the op reads: merged into the first while they fit.

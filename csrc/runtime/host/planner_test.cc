@@ -211,6 +211,24 @@ TEST(FusionTest, LargeInterleavedChainsAreOneRegionPerChain) {
   }
 }
 
+TEST(FusionTest, LargeOpsSharingAnInputShareARegion) {
+  // a = x * 2 and b = x + 1 on a large x (Note [Regions by chain]): no chain joins them, but
+  // they read the same input, so one pass reads x once; y * 2 reads nothing they read and runs
+  // in a region of its own.
+  Builder b;
+  const Dims n{64, 128};
+  int x = b.Param(T(DType::kF32, n));
+  int y = b.Param(T(DType::kF32, n));
+  b.Result(b.Binary(OpCode::kMultiply, x, b.ScalarLike(2.0, x)));
+  b.Result(b.Binary(OpCode::kAdd, x, b.ScalarLike(1.0, x)));
+  b.Result(b.Binary(OpCode::kMultiply, y, b.ScalarLike(2.0, y)));
+  auto exe = CompileOk(b);
+  ASSERT_NE(exe, nullptr);
+  ASSERT_EQ(exe->regions.size(), 2u);
+  EXPECT_EQ(exe->regions[0].ops.size(), 2u);
+  EXPECT_EQ(exe->regions[1].ops.size(), 1u);
+}
+
 TEST(FusionTest, AKernelThatDoesNotReadARegionLeavesItOpen) {
   // e = exp(x); d = dot(w, w); f = e * x: the dot reads nothing of the region, so it runs first
   // and exp and multiply stay one pass.
