@@ -14,6 +14,13 @@
 namespace tpu {
 namespace {
 
+// Keeps this thread busy (not asleep) for d.
+void BusyFor(std::chrono::microseconds d) {
+  auto until = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
 // Runs ParallelFor and checks that [0, n) is covered exactly once, by non-empty chunks of at
 // least min(grain, n) elements.
 void CheckCoverage(ThreadPool& pool, int64_t n, int64_t grain) {
@@ -57,9 +64,7 @@ TEST(ThreadPoolTest, UsesSeveralThreads) {
     }
     // Keep this chunk busy for a moment so other threads pick up chunks too.
     arrived.fetch_add(1);
-    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
-    while (std::chrono::steady_clock::now() < until) {
-    }
+    BusyFor(std::chrono::milliseconds(2));
   });
   EXPECT_GT(arrived.load(), 1);
   EXPECT_GE(ids.size(), 2u);
@@ -78,9 +83,7 @@ TEST(ThreadPoolTest, BudgetCapsTheThreadsOfAJob) {
       std::lock_guard<std::mutex> lock(mu);
       ids.insert(std::this_thread::get_id());
     }
-    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
-    while (std::chrono::steady_clock::now() < until) {
-    }
+    BusyFor(std::chrono::milliseconds(2));
   });
   ThreadPool::SetBudget(nullptr);
   EXPECT_LE(ids.size(), 2u);
@@ -218,12 +221,6 @@ TEST(ThreadPoolTest, EachThreadStartsWithTheChunksItOwns) {
   }
 }
 
-}  // namespace
-}  // namespace tpu
-
-namespace tpu {
-namespace {
-
 // Note [Sharing the cores with the producer]: runs a job of `chunks` chunks on the global pool
 // from a thread marked as a queue worker, right after an op was "issued"; while a
 // chunk runs, `during_chunk` may act. Returns the threads that ran chunks.
@@ -247,12 +244,6 @@ std::set<std::thread::id> RunAsQueueWorker(int64_t chunks, DuringChunk&& during_
   worker.join();
   EXPECT_EQ(covered.load(), chunks);
   return ids;
-}
-
-void BusyFor(std::chrono::microseconds d) {
-  auto until = std::chrono::steady_clock::now() + d;
-  while (std::chrono::steady_clock::now() < until) {
-  }
 }
 
 TEST(ThreadPoolTest, AJobStartedWhileAProducerIssuesLeavesTheProducerACore) {

@@ -253,19 +253,8 @@ Status PlanExecutable(HostExecutable& exe) {
         }
         return false;
       };
-      auto open_of_shape = [&] {
-        int any = -1, sharing = -1;
-        for (size_t j = 0; j < open.size(); ++j) {
-          if (exe.regions[open[j].index].shape != op.type.dims) continue;
-          for (int o : op.operands)
-            if (region_of[o] == open[j].index) return static_cast<int>(j);
-          if (any < 0) any = static_cast<int>(j);
-          if (sharing < 0 && by_chain && shares_input(open[j])) sharing = static_cast<int>(j);
-        }
-        return by_chain ? sharing : any;
-      };
-      if (by_chain) {
-        // Open regions of this shape that the op reads: merged into the first while they fit.
+      // The open regions of the op's shape that produced one of its operands, in open order.
+      auto producing = [&] {
         SmallVector<int, 4> reads;
         for (size_t j = 0; j < open.size(); ++j) {
           if (exe.regions[open[j].index].shape != op.type.dims) continue;
@@ -275,18 +264,30 @@ Status PlanExecutable(HostExecutable& exe) {
               break;
             }
         }
+        return reads;
+      };
+      auto open_of_shape = [&] {
+        if (SmallVector<int, 4> reads = producing(); !reads.empty()) return reads[0];
+        for (size_t j = 0; j < open.size(); ++j)
+          if (exe.regions[open[j].index].shape == op.type.dims && (!by_chain || shares_input(open[j])))
+            return static_cast<int>(j);
+        return -1;
+      };
+      if (by_chain) {
+        // Open regions of this shape that the op reads: merged into the first while they fit.
+        const SmallVector<int, 4> reads = producing();
         for (size_t m = reads.size(); m-- > 1;) {
           Open& a = open[reads[0]];
           Open& b = open[reads[m]];
           FusedRegion& ra = exe.regions[a.index];
           FusedRegion& rb = exe.regions[b.index];
-          size_t counted = a.counted.size();
+          std::vector<int> extra;  // b's inputs a does not count yet
           for (int o : b.counted)
-            if (std::find(a.counted.begin(), a.counted.end(), o) == a.counted.end()) ++counted;
-          if (ra.ops.size() + rb.ops.size() + counted + 1 + op.operands.size() > static_cast<size_t>(kMaxRegionValues))
+            if (std::find(a.counted.begin(), a.counted.end(), o) == a.counted.end()) extra.push_back(o);
+          if (ra.ops.size() + rb.ops.size() + a.counted.size() + extra.size() + 1 + op.operands.size() >
+              static_cast<size_t>(kMaxRegionValues))
             continue;  // close_read below closes it instead
-          for (int o : b.counted)
-            if (std::find(a.counted.begin(), a.counted.end(), o) == a.counted.end()) a.counted.push_back(o);
+          a.counted.insert(a.counted.end(), extra.begin(), extra.end());
           for (int j : rb.ops) region_of[np + j] = a.index;
           ra.ops.insert(ra.ops.end(), rb.ops.begin(), rb.ops.end());
           std::sort(ra.ops.begin(), ra.ops.end());
