@@ -10,7 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include "base/metrics.h"
 #include "base/options.h"
+#include "runtime/host/elementwise_simd.h"
 #include "runtime/host/half.h"
 #include "runtime/host/host_test_util.h"
 #include "runtime/host/plan.h"
@@ -279,6 +281,56 @@ TEST(CompositeTest, AGeluChainWithAnIntermediateReadElsewhereKeepsItsOps) {
     // below -4 sqrt(2) the kernel's -0 (the exact value is under 4.4e-8 there).
     ASSERT_LE(std::fabs(FromBf16(out[i]) - want), std::fabs(want) * (1.0 / 256 + 3e-6) + (v < -4 * M_SQRT2 ? 4.4e-8 : 0))
         << v;
+  }
+}
+
+// Note [Composites from bfloat16] (elementwise.cc): a region that is only a bfloat16 gelu or
+// silu (convert, chain, convert) runs as one bfloat16 kernel, with the bits of widening, the
+// float32 kernel and rounding; a region with anything more keeps the tiled path.
+TEST(CompositeTest, BfloatGeluAndSiluRegionsRunAsOneKernelWithTheConvertsBits) {
+  const int64_t n = 70001;  // several chunks and a tail
+  std::vector<uint16_t> in(n);
+  for (int64_t i = 0; i < n; ++i) in[i] = static_cast<uint16_t>(i * 7919 % 65536);  // every kind of value
+  const float specials[] = {-INFINITY, INFINITY, NAN, -0.0f, 0.0f, -6.0f, 6.0f, -5.65625f};
+  for (size_t k = 0; k < std::size(specials); ++k) in[k] = ToBf16(specials[k]);
+  Counter* runs = GetCounter("host_bf16_composite_regions");
+  for (bool gelu : {true, false}) {
+    SCOPED_TRACE(gelu ? "gelu" : "silu");
+    std::vector<float> wide(n), want_f32(n);
+    for (int64_t i = 0; i < n; ++i) wide[i] = FromBf16(in[i]);
+    if (gelu) GeluErfF32Simd(wide.data(), want_f32.data(), n);
+    else SiluF32Simd(wide.data(), want_f32.data(), n);
+    for (bool extra_output : {false, true}) {
+      SCOPED_TRACE(extra_output);
+      Builder b;
+      int x = b.Param(T(DType::kBF16, {n}));
+      int xf = b.Convert(x, DType::kF32);
+      int r = gelu ? GeluChain(b, xf) : SiluChain(b, xf);
+      b.Result(b.Convert(r, DType::kBF16));
+      if (extra_output) b.Result(b.Unary(OpCode::kNegate, r));  // the chain's value read on: tiled
+      auto exe = CompileBuilder(b);
+      ASSERT_NE(exe, nullptr);
+      ASSERT_EQ(CompositesOf(exe).size(), 1u);
+      std::vector<uint16_t> out(n);
+      std::vector<float> neg(n);
+      const int64_t before = runs->value();
+      if (extra_output) {
+        ASSERT_TRUE(RunExe(exe, Bindings(Bind(in, DType::kBF16, {n})),
+                           Bindings(Bind(out, DType::kBF16, {n}), Bind(neg, DType::kF32, {n})))
+                        .ok());
+      } else {
+        ASSERT_TRUE(RunExe(exe, Bindings(Bind(in, DType::kBF16, {n})), Bindings(Bind(out, DType::kBF16, {n}))).ok());
+      }
+      EXPECT_EQ(runs->value() - before, extra_output ? 0 : 1);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t want = ToBf16(want_f32[i]);
+        if (std::isnan(want_f32[i])) {
+          ASSERT_TRUE(std::isnan(FromBf16(out[i]))) << FromBf16(in[i]);
+        } else {
+          ASSERT_EQ(out[i], want) << FromBf16(in[i]) << ": " << FromBf16(out[i]) << " want " << FromBf16(want);
+        }
+      }
+    }
   }
 }
 

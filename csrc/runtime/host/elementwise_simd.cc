@@ -10,6 +10,7 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "runtime/host/no_contract-inl.h"
 #include "runtime/host/exp_log-inl.h"
+#include "runtime/host/bf16-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tpu::host {
@@ -41,6 +42,22 @@ HWY_INLINE void Map2(const float* a, const float* b, float* out, int64_t n, F f)
     for (int64_t j = i; j < n; ++j) ta[j - i] = a[j], tb[j - i] = b[j];
     hn::Store(f(d, hn::Load(d, ta), hn::Load(d, tb)), d, to);
     for (int64_t j = i; j < n; ++j) out[j] = to[j - i];
+  }
+}
+
+// Map1 from bfloat16 to bfloat16: each value widened, f computed in float32, the result rounded
+// to nearest even -- the bits of converting, running the float32 kernel and converting back.
+template <class F>
+HWY_INLINE void MapBf16(const uint16_t* a, uint16_t* out, int64_t n, F f) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) StoreBf16(d, f(d, WidenBf16(d, a + i)), out + i);
+  if (i < n) {
+    HWY_ALIGN float ta[hn::MaxLanes(d)] = {}, to[hn::MaxLanes(d)];
+    for (int64_t j = i; j < n; ++j) ta[j - i] = ScalarFromBf16(a[j]);
+    hn::Store(f(d, hn::Load(d, ta)), d, to);
+    for (int64_t j = i; j < n; ++j) out[j] = ScalarToBf16(to[j - i]);
   }
 }
 
@@ -198,14 +215,20 @@ HWY_INLINE V GeluErfByTable(D d, V x) {
   return r;
 }
 
-void GeluErfF32(const float* x, float* out, int64_t n) {
+// The gelu of one vector: by table where a vector holds 16 lanes (Note [Gelu by table]).
+template <class D, class V>
+HWY_INLINE V GeluErfVector(D d, V x) {
 #if !HWY_HAVE_SCALABLE
-  if constexpr (hn::MaxLanes(hn::ScalableTag<float>()) == 16) {
-    Map1(x, out, n, [](auto d, auto v) { return GeluErfByTable(d, v); });
-    return;
-  }
+  if constexpr (hn::MaxLanes(D()) == 16) return GeluErfByTable(d, x);
 #endif
-  Map1(x, out, n, [](auto d, auto v) { return GeluErf(d, v); });
+  return GeluErf(d, x);
+}
+
+void GeluErfF32(const float* x, float* out, int64_t n) {
+  Map1(x, out, n, [](auto d, auto v) { return GeluErfVector(d, v); });
+}
+void GeluErfBf16(const uint16_t* x, uint16_t* out, int64_t n) {
+  MapBf16(x, out, n, [](auto d, auto v) { return GeluErfVector(d, v); });
 }
 
 // gelu's erf-form derivative times dy, the backward lowering's formula (activation.cc):
@@ -225,6 +248,9 @@ void GeluErfBackwardF32(const float* x, const float* dy, float* out, int64_t n) 
 // reads passes through Rounded() -- so the same bits in one pass (Note [Region composites]).
 void SiluF32(const float* x, float* out, int64_t n) {
   Map1(x, out, n, [](auto d, auto v) { return hn::Mul(v, Logistic(d, v)); });
+}
+void SiluBf16(const uint16_t* x, uint16_t* out, int64_t n) {
+  MapBf16(x, out, n, [](auto d, auto v) { return hn::Mul(v, Logistic(d, v)); });
 }
 void SiluBackwardF32(const float* x, const float* dy, float* out, int64_t n) {
   Map2(x, dy, out, n, [](auto d, auto v, auto g) {
@@ -429,8 +455,10 @@ HWY_AFTER_NAMESPACE();
 namespace tpu::host {
 HWY_EXPORT(UnaryF32);
 HWY_EXPORT(GeluErfF32);
+HWY_EXPORT(GeluErfBf16);
 HWY_EXPORT(GeluErfBackwardF32);
 HWY_EXPORT(SiluF32);
+HWY_EXPORT(SiluBf16);
 HWY_EXPORT(SiluBackwardF32);
 HWY_EXPORT(ShiftExpF32);
 HWY_EXPORT(DivideByScalar);
@@ -461,10 +489,12 @@ void SelectF32Simd(const int32_t* p, const float* a, const float* b, float* out,
 }
 
 void GeluErfF32Simd(const float* x, float* out, int64_t n) { HWY_DYNAMIC_DISPATCH(GeluErfF32)(x, out, n); }
+void GeluErfBf16Simd(const uint16_t* x, uint16_t* out, int64_t n) { HWY_DYNAMIC_DISPATCH(GeluErfBf16)(x, out, n); }
 void GeluErfBackwardF32Simd(const float* x, const float* dy, float* out, int64_t n) {
   HWY_DYNAMIC_DISPATCH(GeluErfBackwardF32)(x, dy, out, n);
 }
 void SiluF32Simd(const float* x, float* out, int64_t n) { HWY_DYNAMIC_DISPATCH(SiluF32)(x, out, n); }
+void SiluBf16Simd(const uint16_t* x, uint16_t* out, int64_t n) { HWY_DYNAMIC_DISPATCH(SiluBf16)(x, out, n); }
 void SiluBackwardF32Simd(const float* x, const float* dy, float* out, int64_t n) {
   HWY_DYNAMIC_DISPATCH(SiluBackwardF32)(x, dy, out, n);
 }

@@ -34,6 +34,11 @@ void GeluErfBackwardF32Simd(const float* x, const float* dy, float* out, int64_t
 void SiluF32Simd(const float* x, float* out, int64_t n);
 // silu's backward, (dy * s) * (1 + x * (1 - s)) with s = logistic(x): the chain's bits.
 void SiluBackwardF32Simd(const float* x, const float* dy, float* out, int64_t n);
+// The two above from bfloat16 to bfloat16: each value widened, the float32 kernel's result
+// rounded to nearest even (the bits of the convert, the kernel and the convert back), in one pass
+// (Note [Composites from bfloat16], elementwise.cc).
+void GeluErfBf16Simd(const uint16_t* x, uint16_t* out, int64_t n);
+void SiluBf16Simd(const uint16_t* x, uint16_t* out, int64_t n);
 // out[i] = p[i] ? a[i] : b[i]
 void SelectF32Simd(const int32_t* p, const float* a, const float* b, float* out, int64_t n);
 

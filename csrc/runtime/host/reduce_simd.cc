@@ -9,6 +9,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "runtime/host/exp_log-inl.h"
+#include "runtime/host/bf16-inl.h"
 #include "runtime/host/no_contract-inl.h"
 
 // A lambda the compiler must inline where it is called. RowSums instantiates its element lambda
@@ -469,53 +470,12 @@ void MaxF32ColsImpl(const float* x, float* acc, int64_t n, bool is_max) {
   for (; i < n; ++i) acc[i] = ((is_max ? acc[i] > x[i] : acc[i] < x[i]) || acc[i] != acc[i]) ? acc[i] : x[i];
 }
 
-// bfloat16 values widened to float (exactly): a vector of them from p, and one.
-template <class DF>
-HWY_INLINE hn::Vec<DF> WidenBf16(DF df, const uint16_t* p) {
-  const hn::RebindToUnsigned<DF> du;
-  const hn::Rebind<uint16_t, DF> d16;
-  return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, p))));
-}
-HWY_INLINE float ScalarFromBf16(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  __builtin_memcpy(&f, &bits, 4);
-  return f;
-}
-
 void Bf16ToF32Impl(const uint16_t* x, float* out, int64_t n) {
   const hn::ScalableTag<float> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   int64_t i = 0;
   for (; i + N <= n; i += N) hn::StoreU(WidenBf16(df, x + i), df, out + i);
   for (; i < n; ++i) out[i] = ScalarFromBf16(x[i]);
-}
-
-// bits of x rounded to nearest even at bit 16 (low half then cleared by the caller); NaN kept.
-template <class DF>
-HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundedBits(DF df, hn::Vec<DF> v) {
-  const hn::RebindToUnsigned<DF> du;
-  auto bits = hn::BitCast(du, v);
-  auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
-  auto r = hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), lsb));
-  return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Set(du, 0x7FC00000u), r);
-}
-
-uint16_t ScalarToBf16(float f) {
-  uint32_t bits;
-  __builtin_memcpy(&bits, &f, 4);
-  if (f != f) return 0x7FC0;
-  bits += 0x7FFF + ((bits >> 16) & 1);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-// v rounded to bfloat16 (nearest even, NaN kept), stored at p.
-template <class DF>
-HWY_INLINE void StoreBf16(DF df, hn::Vec<DF> v, uint16_t* p) {
-  const hn::RebindToSigned<DF> di;
-  const hn::Rebind<uint16_t, DF> d16;
-  auto hi = hn::ShiftRight<16>(RoundedBits(df, v));  // <= 0xFFFF
-  hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hi)), d16, p);
 }
 
 void F32ToBf16Impl(const float* x, uint16_t* out, int64_t n) {
