@@ -94,6 +94,29 @@ def test_dead_intermediates_take_no_memory(fused):
     assert peak <= 4 * 4 * MiB, f"peak {peak / MiB:.1f} MiB"
 
 
+def test_a_value_only_an_earlier_program_still_holds_is_not_a_result(fused):
+    """A window's results are the pending values whose storages someone holds; the queue's own
+    references (a launched program's bindings, kept until its slot is recycled) do not count. An
+    in-place update of a buffer that an earlier, still running program wrote, whose tensor is then
+    dropped, is dead: it was written (or not) depending on how far the queue had got, so the same
+    step recorded differently-shaped programs at random and recompiled them."""
+    a = torch.randn(512, 512, device="tpu") / 32
+    torch.tpu.synchronize()
+    g = a.clone()
+    big = a
+    for _ in range(24):
+        big = big @ a  # keeps the queue's worker busy with this window's program
+    torch_tpu._C._cut_windows("mode_change")  # launched, not waited for: its bindings are queued
+    g.mul_(2.0)  # a pending value of g's buffer, which the running program also holds
+    keep = g * 3.0
+    del g
+    text = torch_tpu.debug.dump_window()
+    ret = [line for line in text.splitlines() if line.strip().startswith("return")]
+    assert len(ret) == 1 and ret[0].count("%") == 1, text  # keep's value only
+    torch.testing.assert_close(keep.cpu(), a.cpu() * 6.0)
+    assert torch.isfinite(big).all()
+
+
 def test_views_and_in_place_updates_match_cpu(fused, no_fallback):
     def f(x):
         y = x.clone()

@@ -330,10 +330,14 @@ uint64_t Window::CutLocked(CutReason reason) {
     ResetLocked();
     return 0;
   }
-  // The results: pending values of the storages someone besides the window still holds.
+  // The results: pending values of the storages someone besides the window still holds -- an
+  // owner (a tensor, a kept check), not the queue: a launched program keeps its bindings until
+  // its slot is recycled, and an in-place update of a buffer an earlier window wrote, whose tensor
+  // is gone, would be written or not by how far the queue had got (the same step recording
+  // programs of different results at random, each compiled).
   std::vector<const Entry*> live;
   for (const Entry& e : entries_)
-    if (e.value >= 0 && e.buffer->refs() > e.held) live.push_back(&e);
+    if (e.value >= 0 && e.buffer->owners() > e.held) live.push_back(&e);
   windows->Add();
   window_ops->Add(num_ops_);
   CutCounter(reason)->Add();
@@ -418,7 +422,7 @@ std::string Window::Dump() {
   if (num_ops_ == 0) return "";
   Builder copy = builder_;
   for (const Entry& e : entries_)
-    if (e.value >= 0 && e.buffer->refs() > e.held) copy.Result(e.value);
+    if (e.value >= 0 && e.buffer->owners() > e.held) copy.Result(e.value);
   auto g = copy.FinishInPlace();
   if (!g.ok()) return "(the window does not form a valid program: " + g.status().message() + ")";
   return PrintStableHlo(*g.value(), "fused_window");
