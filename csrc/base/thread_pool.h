@@ -83,6 +83,7 @@ class ThreadPool {
   std::vector<uint8_t> taken_;              // per chunk of the job: claimed by a participant
   std::atomic<int64_t> chunks_done_{0};     // written with mu_ held; read while spinning
   int job_threads_ = 1;  // workers with index + 1 < job_threads_ take part
+  int job_cpu_ = -1;     // the core the job's caller ran on when it posted it (Note [Unstacking the pool])
   uint64_t generation_ = 0;
   std::atomic<uint64_t> posted_{0};  // generation_, readable without the lock (spinning workers)
   bool stop_ = false;
@@ -91,5 +92,11 @@ class ThreadPool {
   std::atomic<bool> helpers_held_{false};
   std::mutex call_mu_;  // held by the ParallelFor that owns the pool, or by Resize
 };
+
+// Note [Unstacking the pool] (thread_pool.cc): the core the calling thread runs on (-1 where
+// unknown), and moving the calling thread off core `cpu` onto another core it may use, its
+// affinity left as it was; false where it could not (one allowed core, not Linux).
+int CurrentCpu();
+bool MoveOffCpu(int cpu);
 
 }  // namespace tpu

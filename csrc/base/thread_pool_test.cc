@@ -11,6 +11,11 @@
 
 #include <gtest/gtest.h>
 
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
+
 namespace tpu {
 namespace {
 
@@ -290,6 +295,32 @@ TEST(ThreadPoolTest, AJobStartedWhileAProducerIssuesLeavesTheProducerACore) {
   EXPECT_EQ(inline_ids.size(), 2u);
   pool.Resize(size);
 }
+
+#if defined(__linux__)
+// Note [Unstacking the pool]: a thread moved off its core runs elsewhere at once, and its
+// affinity is what it was (free to move back later).
+TEST(ThreadPoolTest, MoveOffCpuLeavesTheCoreAndKeepsTheAffinity) {
+  cpu_set_t before, after;
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof(before), &before), 0);
+  if (CPU_COUNT(&before) < 2) GTEST_SKIP() << "one allowed core";
+  bool moved = false;
+  for (int attempt = 0; attempt < 5 && !moved; ++attempt) {  // (the scheduler may move it back)
+    const int cpu = CurrentCpu();
+    ASSERT_GE(cpu, 0);
+    ASSERT_TRUE(MoveOffCpu(cpu));
+    moved = CurrentCpu() != cpu;
+  }
+  EXPECT_TRUE(moved);
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof(after), &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&before, &after));
+  cpu_set_t only;
+  CPU_ZERO(&only);
+  CPU_SET(CurrentCpu(), &only);
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(only), &only), 0);
+  EXPECT_FALSE(MoveOffCpu(CurrentCpu()));  // nowhere else to go
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(before), &before), 0);
+}
+#endif
 
 }  // namespace
 }  // namespace tpu
