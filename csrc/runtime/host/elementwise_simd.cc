@@ -152,8 +152,8 @@ HWY_INLINE V GeluErf(D d, V x) {
 
 // Note [Gelu by table]: the form above takes about 45 vector instructions a vector, most of them
 // multiply-adds (the degree-11 fit and the exp): on AVX-512 it was compute-bound at 0.7 ns an
-// element on one core, where the library gelu PyTorch's CPU kernel calls takes 0.4. Where a vector
-// holds 16 float32 lanes the kernel instead computes Phi(-|x|) = erfc(|x| / sqrt 2) / 2 on
+// element on one core, where PyTorch's CPU gelu takes 0.4. Where a vector holds 16 float32
+// lanes the kernel instead computes Phi(-|x|) = erfc(|x| / sqrt 2) / 2 on
 // |x| in [0, 4 sqrt 2] by a piecewise polynomial: 16 intervals of width h = sqrt(2) / 4 (as
 // float32), on each a degree-6 fit in u = |x| - k h (weighted least squares toward minimax
 // relative error), the coefficients of a lane's interval picked by one in-register table lookup
