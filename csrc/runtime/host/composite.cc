@@ -170,12 +170,42 @@ class RegionMatcher : public GraphUses {
   std::vector<int> index_;  // graph op -> its position in the region (-1: not in it)
 };
 
+// Note [Composites from bfloat16] (elementwise.cc): the position of the region's composite when
+// the region is exactly bfloat16 -> float32 of an input, a gelu or silu chain reading it, and
+// float32 -> bfloat16 of its result as the one output; -1 otherwise.
+int Bf16Composite(const Graph& g, const FusedRegion& region) {
+  using C = FusedRegion::Composite;
+  const int nin = static_cast<int>(region.inputs.size());
+  if (region.outputs.size() != 1) return -1;
+  int comp = -1, in_conv = -1, out_conv = -1;
+  for (size_t i = 0; i < region.ops.size(); ++i) {
+    const C c = region.composite[i];
+    if (c == C::kCovered) continue;
+    const int at = static_cast<int>(i);
+    if ((c == C::kGeluErf || c == C::kSilu) && comp < 0) {
+      comp = at;
+      continue;
+    }
+    const Op& op = g.ops[region.ops[i]];
+    if (c != C::kNone || op.code != OpCode::kConvert) return -1;
+    const DType from = g.TypeOf(op.operands[0]).dtype, to = op.type.dtype;
+    if (from == DType::kBF16 && to == DType::kF32 && in_conv < 0) in_conv = at;
+    else if (from == DType::kF32 && to == DType::kBF16 && out_conv < 0) out_conv = at;
+    else return -1;
+  }
+  if (comp < 0 || in_conv < 0 || out_conv < 0) return -1;
+  const bool chained = region.operand_slots[in_conv][0] < nin && region.composite_input[comp] == nin + in_conv &&
+                       region.operand_slots[out_conv][0] == nin + comp && region.output_slots[0] == nin + out_conv;
+  return chained ? comp : -1;
+}
+
 }  // namespace
 
 void MatchComposites(const Graph& g, FusedRegion& region) {
   region.composite.clear();
   region.composite_input.clear();
   region.composite_input2.clear();
+  region.bf16_composite = -1;
   if (!Flags().host_composites) return;
   bool any = false;  // only regions with a candidate pay for the use counts
   for (int i : region.ops) any |= g.ops[i].code == OpCode::kErf || g.ops[i].code == OpCode::kLogistic;
@@ -236,6 +266,7 @@ void MatchComposites(const Graph& g, FusedRegion& region) {
   region.composite = std::move(kind);
   region.composite_input = std::move(input);
   region.composite_input2 = std::move(input2);
+  region.bf16_composite = Bf16Composite(g, region);
 }
 
 }  // namespace tpu::host

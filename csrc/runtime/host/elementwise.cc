@@ -3,6 +3,7 @@
 // on registers of kTile elements that stay in L1 (registers.h: Note [Register classes]), and stores
 // the outputs.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -294,50 +295,29 @@ void SplatReg(char* t, int rb, int64_t n) {
 // the float32 one). When the region is exactly that -- its ops the two converts, the covered
 // chain and the composite, the one output the rounded result, input and output contiguous -- it
 // runs as one bfloat16 -> bfloat16 kernel (GeluErfBf16Simd, SiluBf16Simd: widen, the float32
-// kernel, round), the same bits in one pass. Returns false where the region is not that.
-bool RunBf16Composite(const Graph& g, const FusedRegion& region, const std::vector<Operand>& operands,
-                      const Dims& dims, int nin) {
-  using C = FusedRegion::Composite;
-  const int nops = static_cast<int>(region.ops.size());
-  if (region.composite.empty() || region.outputs.size() != 1 || dims.size() > 1) return false;
-  int comp = -1, in_conv = -1, out_conv = -1;
-  for (int i = 0; i < nops; ++i) {
-    const C c = region.composite[i];
-    if (c == C::kCovered) continue;
-    if ((c == C::kGeluErf || c == C::kSilu) && comp < 0) {
-      comp = i;
-      continue;
-    }
-    const Op& op = g.ops[region.ops[i]];
-    if (c != C::kNone || op.code != OpCode::kConvert) return false;
-    const DType from = g.TypeOf(op.operands[0]).dtype, to = op.type.dtype;
-    if (from == DType::kBF16 && to == DType::kF32 && in_conv < 0) in_conv = i;
-    else if (from == DType::kF32 && to == DType::kBF16 && out_conv < 0) out_conv = i;
-    else return false;
-  }
-  if (comp < 0 || in_conv < 0 || out_conv < 0) return false;
-  const int in = region.operand_slots[in_conv][0];
-  if (in >= nin || region.composite_input[comp] != nin + in_conv ||
-      region.operand_slots[out_conv][0] != nin + comp || region.output_slots[0] != nin + out_conv)
-    return false;
-  const Operand &x = operands[in], &y = operands[nin];
-  const bool contiguous = dims.empty() || (x.strides[0] == 1 && y.strides[0] == 1);
-  if (x.dtype != DType::kBF16 || y.dtype != DType::kBF16 || !contiguous) return false;
+// kernel, round), the same bits in one pass. The region's shape is matched when its composites are
+// (FusedRegion::bf16_composite); here only the layout. Returns false where it does not run so.
+bool RunBf16Composite(const FusedRegion& region, const std::vector<Operand>& operands, const Dims& dims, int nin) {
+  const int comp = region.bf16_composite;  // the region's shape, matched with its composites
+  if (comp < 0 || dims.size() > 1) return false;
+  const int in_conv = region.composite_input[comp] - nin;
+  const Operand& x = operands[region.operand_slots[in_conv][0]];
+  const Operand& y = operands[nin];
+  if (!dims.empty() && (x.strides[0] != 1 || y.strides[0] != 1)) return false;
   static Counter* runs = GetCounter("host_bf16_composite_regions");
   runs->Add();
-  const int64_t n = dims.empty() ? 1 : dims[0];
   const auto* src = reinterpret_cast<const uint16_t*>(x.base);
   auto* dst = reinterpret_cast<uint16_t*>(y.base);
-  const bool gelu = region.composite[comp] == C::kGeluErf;
-  auto body = [&](int64_t b, int64_t e) {
-    const int64_t lo = b * kMaxTile, hi = std::min(n, e * kMaxTile);
-    if (gelu) GeluErfBf16Simd(src + lo, dst + lo, hi - lo);
-    else SiluBf16Simd(src + lo, dst + lo, hi - lo);
-  };
-  const int64_t tiles = (n + kMaxTile - 1) / kMaxTile;
+  const bool gelu = region.composite[comp] == FusedRegion::Composite::kGeluErf;
+  const std::array<Operand, 2> xy{x, y};
   // Threaded by the chain's work (Note [Threading by work], tiles.h).
-  if (ThreadPool::Worth(n * nops)) ThreadPool::Get().ParallelFor(tiles, 1, body);
-  else body(0, tiles);
+  ForEachTile(
+      dims, xy, kMaxTile,
+      [&](const int64_t* off, int64_t len) {
+        if (gelu) GeluErfBf16Simd(src + off[0], dst + off[1], len);
+        else SiluBf16Simd(src + off[0], dst + off[1], len);
+      },
+      static_cast<int64_t>(region.ops.size()));
   return true;
 }
 
@@ -369,7 +349,7 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
     for (auto& o : operands) sp.push_back(&o.strides);
     Coalesce(dims, sp);
   }
-  if (RunBf16Composite(g, region, operands, dims, nin)) return Status::Ok();  // Note [Composites from bfloat16]
+  if (RunBf16Composite(region, operands, dims, nin)) return Status::Ok();  // Note [Composites from bfloat16]
   int rank = static_cast<int>(dims.size());
   auto inner_stride = [&](const Operand& o) { return rank ? o.strides[rank - 1] : 1; };
   // Note [Row tiles]: when the innermost dim is short and does not merge with the next one (a

@@ -32,6 +32,10 @@ struct FusedRegion {
   std::vector<Composite> composite;
   std::vector<int> composite_input;   // x's slot
   std::vector<int> composite_input2;  // kGeluErfBackward, kSiluBackward: dy's slot
+  // Note [Composites from bfloat16] (elementwise.cc): the position of the region's one composite
+  // (a gelu or silu) when the region is only bfloat16 -> float32, that chain, float32 -> bfloat16
+  // into its one output; -1 otherwise. Set with the composites, never stored.
+  int bf16_composite = -1;
 };
 
 // Finds the region's composites (Note [Region composites]); AssignRegionSlots calls it, and so
