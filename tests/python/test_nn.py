@@ -158,16 +158,30 @@ def test_layer_norm_bfloat16(mode, no_fallback, param_dtype):
         leaves = [t.to(dev).detach().requires_grad_() for t in (x, w, b)]
         F.layer_norm(leaves[0], (16,), leaves[1], leaves[2]).backward(g.to(dev))
         grads[dev] = [t.grad.cpu() for t in leaves]
-    torch.testing.assert_close(grads["tpu"][0], grads["cpu"][0])
-    # Parameter gradients: PyTorch's CPU kernel accumulates them with bfloat16 roundings (its float32
-    # gradients of the mixed case are off by ~4e-2 here), so the reference is the exact (float64)
-    # backward of the same values, with the statistics our forward saved (bfloat16 unless mixed,
-    # as in ATen). Ours accumulate in float32 and round once: within one rounding of the dtype.
+    # The saved statistics are the correctly rounded float64 ones. PyTorch's CPU kernel's bfloat16
+    # mean is one rounding off in about 1 row of 70 (measured: 63 of 4500 rows), which is why the
+    # gradients below are not compared with the CPU's.
     _, mean, rstd = torch.ops.aten.native_layer_norm(x.to("tpu"), [16], w.to("tpu"), b.to("tpu"), 1e-5)
+    xd = x.double()
+    exact_mean = xd.mean(-1, keepdim=True)
+    exact_rstd = (xd.var(-1, unbiased=False, keepdim=True) + 1e-5).rsqrt()
+    torch.testing.assert_close(mean.cpu(), exact_mean.to(mean.dtype), rtol=0, atol=0)
+    torch.testing.assert_close(rstd.cpu(), exact_rstd.to(rstd.dtype))
+    # Gradients: the reference is the exact (float64) backward of the same values with the
+    # statistics our forward saved (bfloat16 unless mixed, as in ATen). A bfloat16 input
+    # gradient is a difference of O(1) terms (g*w minus its mean minus xhat times the mean of
+    # g*w*xhat), so a mean one rounding off moves it by far more than one rounding: against the
+    # CPU's gradient (built on its own mean) it failed the bfloat16 tolerance for 8 of 300 seeds.
+    # PyTorch's CPU kernel also accumulates the parameter gradients with bfloat16 roundings (its
+    # float32 gradients of the mixed case are off by ~4e-2 here). Ours accumulate in float32 and
+    # round once: within one rounding of the dtype (checked over 1500 seeds on both backends).
     d = lambda t: t.cpu().double()  # noqa: E731
     ref = torch.ops.aten.native_layer_norm_backward(d(g), d(x), [16], d(mean), d(rstd), d(w), d(b), [True] * 3)
-    for actual, exact in ((grads["tpu"][1], ref[1]), (grads["tpu"][2], ref[2])):
-        torch.testing.assert_close(actual, exact.to(param_dtype))
+    for actual, exact in zip(grads["tpu"], ref):
+        torch.testing.assert_close(actual, exact.to(actual.dtype))
+    # With float32 statistics (the mixed case) the input gradient is also the CPU's.
+    if param_dtype == torch.float32:
+        torch.testing.assert_close(grads["tpu"][0], grads["cpu"][0])
 
 
 @pytest.mark.parametrize("affine", [True, False])
