@@ -15,7 +15,8 @@ def reset() -> None:
 
 def window_cuts() -> dict[str, int]:
     """Why fused windows were cut: reason -> count (host_read, synchronize, size_limit, fallback,
-    mode_change, alias, each_op, compiled_graph, collective)."""
+    mode_change, alias, each_op, compiled_graph, collective, optimizer_step, backward,
+    optimizer_begin, work_limit)."""
     return {k[len("window_cuts/"):]: v for k, v in counters().items() if k.startswith("window_cuts/") and v}
 
 

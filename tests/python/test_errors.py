@@ -175,14 +175,15 @@ def test_out_of_memory_from_an_op(mode):
     capacity = torch.tpu.get_device_properties().total_memory
     n = capacity // 4 // 2 + MiB  # two of these cannot fit
     x = torch.empty(n, device="tpu")
+    y = None
     with pytest.raises(torch.OutOfMemoryError, match="out of memory"):
         y = x + 1
-        # Fused mode gives a value memory when its window runs (here: at the sync point), and
-        # only if it is still alive; strict and debug mode at the op.
+        # Fused mode gives a value memory when its window runs (here: at the sync point, or at
+        # the op where the op alone reaches the window's work limit), and only if it is still
+        # alive; strict and debug mode at the op.
         torch.tpu.synchronize()
-    del x
-    if mode == "fused":
-        del y  # the window kept the op: once its result is dropped, it no longer needs memory
+    # Where the window kept the op, its result no longer needs memory once it is dropped.
+    del x, y
     device_still_works()
 
 

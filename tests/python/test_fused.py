@@ -59,6 +59,39 @@ def test_cut_reasons_are_counted(fused):
     assert "fused windows" in torch_tpu.metrics.report()
 
 
+def test_windows_are_cut_by_their_work(fused):
+    """Option window_work cuts a window once the flops it records reach the limit (Note [Windows by
+    work]): a 64x64x64 matmul counts 2 * 64^3 = 524288, an elementwise op 16 per element written
+    (the broadcast of a scalar operand nothing)."""
+    a = torch.randn(64, 64)
+    with restored_option("window_work") as set_work:
+        set_work(1_000_000)
+        torch_tpu.metrics.reset()
+        y = a.to("tpu")
+        for _ in range(5):
+            y = y @ y.T / 64
+        # Each step records three ops, the transpose of the pending y (a layout op: no work), the
+        # mm and the division: 524288 + 16 * 4096 = 589824, so every second step reaches the limit.
+        assert torch_tpu.metrics.window_cuts() == {"work_limit": 2}
+        assert torch_tpu.debug.pending_ops() == 3
+        z = torch.zeros(4096, device="tpu")
+        torch.tpu.synchronize()
+        torch_tpu.metrics.reset()
+        for _ in range(20):
+            z = z + 1                              # 65536 each: the 16th reaches 1048576
+        assert torch_tpu.metrics.window_cuts() == {"work_limit": 1}
+        assert torch_tpu.debug.pending_ops() == 4
+        set_work(0)                                # off: nothing cuts by work
+        for _ in range(40):
+            z = z + 1
+        assert torch_tpu.metrics.window_cuts() == {"work_limit": 1}
+    expected = a
+    for _ in range(5):
+        expected = expected @ expected.T / 64
+    torch.testing.assert_close(y.cpu(), expected)
+    torch.testing.assert_close(z.cpu(), torch.full((4096,), 60.0))
+
+
 def test_dump_window_shows_the_pending_program(fused):
     t = torch.arange(6.0, device="tpu")
     y = (t * 2).exp()

@@ -50,6 +50,7 @@ enum class CutReason : int {
   kOptimizerStep,  // an optimizer's step() returned: a training step's end (torch_tpu/modes.py)
   kBackward,       // a backward pass begins or ends (Note [Backward windows], window.cc)
   kOptimizerBegin,  // an optimizer's step() is called: the gradients are complete (torch_tpu/modes.py)
+  kWorkLimit,      // the window's work reached option window_work (Note [Windows by work])
   kCount
 };
 const char* CutReasonName(CutReason reason);
@@ -172,6 +173,7 @@ class Window {
   std::shared_ptr<std::vector<OpOrigin>> origins_;  // per recorded op
   Fingerprint128 fingerprint_;
   int64_t num_ops_ = 0;
+  int64_t work_ = 0;  // flops recorded (option window_work)
   int autograd_task_ = -1;  // the autograd graph task the last op was recorded in (-1: none)
 };
 
