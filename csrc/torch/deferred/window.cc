@@ -9,8 +9,8 @@
 #include "base/options.h"
 #include "compiler/compiler.h"
 #include "ir/printer.h"
-#include "ir/window.h"
 #include "ir/strided.h"
+#include "ir/window.h"
 #include "torch/deferred/capture.h"
 #include "torch/lower/context.h"
 #include "torch/profiler.h"
@@ -47,7 +47,8 @@ constexpr uint64_t kResultWord = 0x7265'7375'6c74'0002ULL;
 // other op is counted 16 per element it writes (a memory-bound op runs at roughly that
 // fraction of the matmul rate here), and layout ops (views, broadcasts) nothing. Option
 // window_work sets the threshold, off by default: at 5e7 flops every example model's fused step
-// but DLRM's is at least as fast as strict mode's (the ResNets' 0.72-0.85x become 1.01-1.05x),
+// but DLRM's was at least as fast as strict mode's in a back-to-back run of bench_models (the
+// ResNets' 0.72-0.85x became 1.01-1.05x),
 // but a cut costs the memory that one window saves -- values crossing it are written (one
 // window recomputes some, Note [Rematerialization]) and a window holds the inputs the backward
 // has consumed until its program ends -- so the small GPT's fused peak (test_steady_state) rises

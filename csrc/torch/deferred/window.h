@@ -12,8 +12,9 @@
 // the storages still alive (dead intermediates are never written, nor given memory), compiled
 // once per distinct window (a 128-bit fingerprint built as ops are recorded) and launched on the
 // device queue. Windows are cut at host reads of pending data, synchronize(), before a CPU
-// fallback op, at a size limit (option window_ops), at mode changes, and when a view would alias
-// a pending storage under another dtype. metrics count windows, their ops and each cut's reason.
+// fallback op, at a size limit (option window_ops) or a work limit (option window_work, Note
+// [Windows by work]), at mode changes, and when a view would alias a pending storage under
+// another dtype. metrics count windows, their ops and each cut's reason.
 //
 // A window made for capture (Window(device, /*capture=*/true), csrc/torch/deferred/capture.h)
 // records the same way but never cuts: what would cut it (a host read, a size limit, an alias
