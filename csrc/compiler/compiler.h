@@ -19,6 +19,11 @@ Status Optimize(Graph& graph);
 
 // Rough cost of running a graph (Executable::work()).
 int64_t EstimateWork(const Graph& graph);
+// Its flops, for weighing work against work (fused mode's option window_work, Note [Windows by
+// work]): a matmul or convolution two per multiply-add, any other op 16 per element it writes (a
+// memory-bound op runs at roughly that fraction of the matmul rate on the host), layout ops
+// (views, broadcasts), parameters and constants nothing.
+int64_t EstimateFlops(const Graph& graph);
 
 }  // namespace tpu
 

@@ -10,7 +10,6 @@
 #include "compiler/compiler.h"
 #include "ir/printer.h"
 #include "ir/strided.h"
-#include "ir/window.h"
 #include "torch/deferred/capture.h"
 #include "torch/lower/context.h"
 #include "torch/profiler.h"
@@ -42,38 +41,14 @@ constexpr uint64_t kResultWord = 0x7265'7375'6c74'0002ULL;
 // One window per step serializes the host and the device: the device waits while the step is
 // recorded, then the host waits while it runs (synchronize, a host read). A window cut once it
 // holds enough work runs on the queue while the next one is recorded, at the price of
-// materializing what crosses the cut. The work is counted in flops because that is what varies
-// by orders of magnitude between ops: a matmul or convolution does two per multiply-add, any
-// other op is counted 16 per element it writes (a memory-bound op runs at roughly that
-// fraction of the matmul rate here), and layout ops (views, broadcasts) nothing. Option
-// window_work sets the threshold, off by default: at 5e7 flops every example model's fused step
-// but DLRM's was at least as fast as strict mode's in a back-to-back run of bench_models (the
-// ResNets' 0.72-0.85x became 1.01-1.05x),
-// but a cut costs the memory that one window saves -- values crossing it are written (one
-// window recomputes some, Note [Rematerialization]) and a window holds the inputs the backward
-// has consumed until its program ends -- so the small GPT's fused peak (test_steady_state) rises
-// above strict's (3.32 MB against 3.04).
-int64_t RecordedWork(const Graph& g) {
-  int64_t work = 0;
-  for (const Op& o : g.ops) {
-    const int64_t out = o.type.NumElements();
-    if (o.code == OpCode::kDotGeneral) {
-      int64_t k = 1;
-      const TensorType& lhs = g.TypeOf(o.operands[0]);
-      for (int64_t d : o.attrs.c) k *= lhs.dims[d];
-      work += 2 * out * k;
-    } else if (o.code == OpCode::kConvolution) {
-      const ConvolutionSpec spec = ConvolutionSpec::FromAttrs(o.attrs);
-      const TensorType& kernel = g.TypeOf(o.operands[1]);
-      const int64_t per_output = kernel.dims[spec.dn.kernel_output_feature];
-      work += 2 * out * (per_output > 0 ? kernel.NumElements() / per_output : 0);
-    } else if (GetOpKind(o.code) != OpKind::Structural && o.code != OpCode::kParameterPlaceholder &&
-               o.code != OpCode::kConstant) {
-      work += 16 * out;
-    }
-  }
-  return work;
-}
+// materializing what crosses the cut. The work is counted in flops (EstimateFlops, compiler.h),
+// which vary by orders of magnitude between ops where their counts do not. Option window_work
+// sets the threshold, off by default: at 5e7 flops every example model's fused step but DLRM's
+// was at least as fast as strict mode's in a back-to-back run of bench_models (the ResNets'
+// 0.72-0.85x became 1.01-1.05x), but a cut costs the memory that one window saves -- values
+// crossing it are written (one window recomputes some, Note [Rematerialization]) and a window
+// holds the inputs the backward has consumed until its program ends -- so the small GPT's fused
+// peak (test_steady_state) rises above strict's (3.32 MB against 3.04).
 
 int64_t Elements(const Buffer* b, DType dtype) { return b->nbytes() / DTypeSize(dtype); }
 
@@ -272,16 +247,13 @@ void Window::Record(const Graph& g, Binding* params, size_t num_params, const Bi
       [&](const Op& o) { HashOpWords(o, o.operands, add); });
   const int thread = ThreadId();  // the window may hold several threads' ops: errors go to each op's
   for (int i = first_op; i < builder_.num_ops(); ++i) origins_->push_back(OpOrigin{op, location, thread});
-  if (capture_) {
-    ++num_ops_;
-    return;
-  }
-  if (++num_ops_ >= std::max<int64_t>(1, Flags().window_ops)) {
+  ++num_ops_;
+  if (capture_) return;
+  if (num_ops_ >= std::max<int64_t>(1, Flags().window_ops)) {
     CutLocked(CutReason::kSizeLimit);
-    return;
+  } else if (const int64_t limit = Flags().window_work; limit > 0 && (work_ += EstimateFlops(g)) >= limit) {
+    CutLocked(CutReason::kWorkLimit);  // Note [Windows by work]
   }
-  const int64_t limit = Flags().window_work;
-  if (limit > 0 && (work_ += RecordedWork(g)) >= limit) CutLocked(CutReason::kWorkLimit);
 }
 
 uint64_t Window::Cut(CutReason reason) {
