@@ -264,12 +264,15 @@ float Log(float z) {
 int64_t GroupRows(int64_t n) { return n <= 256 ? kSumRowGroup : 1; }
 
 // Note [Norm row groups] (reduce_simd.cc): rows take the norms' group kernels, kSumRowGroup at a
-// time up to 256 and 2048 / n at a time above (a group's buffers stay near 8 KiB a row set); rows
-// longer than a lane block two at a time up to 4096, then one (their sums' four chains then run
-// over two rows' blocks, or one).
+// time up to 256 and 4096 / n (at least 4) at a time above: a row's lane sums are one dependent
+// chain of adds, and RowLanes walks up to four rows' chains together, so fewer than four rows
+// leave the adder waiting (a group of 4 rows of 1024 is 16 KiB, in L1; layer norm over
+// (4096, 1024) on one thread 1469-1651 -> 1417-1519 us in three alternating pairs, with groups
+// of 2); rows longer than a lane block two at a time up to 4096, then one (their sums' four
+// chains then run over two rows' blocks, or one).
 int64_t NormGroupRows(int64_t n) {
   if (n > LaneSum::kBlock) return n <= 2 * LaneSum::kBlock ? 2 : 1;
-  return n <= 256 ? GroupRows(n) : std::max<int64_t>(1, std::min<int64_t>(kSumRowGroup, 2048 / n));
+  return n <= 256 ? GroupRows(n) : std::max<int64_t>(4, std::min<int64_t>(kSumRowGroup, 4096 / n));
 }
 
 // Runs fn(r0, r1, scratch) over row ranges; scratch holds `bufs` float rows of n per call.
