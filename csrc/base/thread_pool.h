@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -60,6 +61,7 @@ class ThreadPool {
   };
 
  private:
+  struct Sleep;  // thread_pool.cc
   static bool ProducerIssuing();
   void ReleaseHelpers();
   // Whether worker `index` sits the current job out (mu_ held).
@@ -69,11 +71,17 @@ class ThreadPool {
   void Start(int num_threads);
   void Stop();
   void WorkerLoop(uint64_t seen_generation, int index);
+  // Note [Steering a sleeping helper] (thread_pool.cc); mu_ held.
+  void SteerSleepers(int threads);
+  static void RestoreAffinity(const Sleep& sleep);
   // Runs chunks for participant p (0: the caller, i + 1: worker i) until none is left.
   void RunChunks(int p);
   int64_t NextChunk(int p) const;
 
   std::vector<std::thread> workers_;  // changed only with call_mu_ held
+  // Per worker (Note [Steering a sleeping helper]): whether it is blocked, and the affinity to
+  // restore after a steered wake; with mu_ held.
+  std::vector<std::unique_ptr<Sleep>> sleep_;
   std::atomic<int> size_{1};          // workers_.size() + 1
   std::mutex mu_;
   std::condition_variable cv_;

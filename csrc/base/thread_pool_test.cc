@@ -1,5 +1,8 @@
 #include "base/thread_pool.h"
 
+#include "base/cpu_relax.h"
+#include "base/metrics.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -319,6 +322,47 @@ TEST(ThreadPoolTest, MoveOffCpuLeavesTheCoreAndKeepsTheAffinity) {
   ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(only), &only), 0);
   EXPECT_FALSE(MoveOffCpu(CurrentCpu()));  // nowhere else to go
   ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(before), &before), 0);
+}
+
+// Note [Steering a sleeping helper]: a helper blocked when a job is posted is woken off the
+// poster's core (its affinity narrowed for the wake: counted), runs its chunk there while the
+// poster's chunk waits for it, and has its own affinity back by the next job.
+TEST(ThreadPoolTest, ABlockedHelperIsWokenOffThePostersCore) {
+  cpu_set_t all;
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof(all), &all), 0);
+  if (CPU_COUNT(&all) < 2) GTEST_SKIP() << "one allowed core";
+  ThreadPool pool(2);
+  const int cpu = CurrentCpu();
+  cpu_set_t only;
+  CPU_ZERO(&only);
+  CPU_SET(cpu, &only);
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(only), &only), 0);  // the poster stays put
+  Counter* steered = GetCounter("pool_steered_wakes");
+  const auto caller = std::this_thread::get_id();
+  for (int job = 0; job < 3; ++job) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the helper blocks (spin: 50 us)
+    const int64_t before = steered->value();
+    std::atomic<int> helper_cpu{-1};
+    std::atomic<bool> helper_ran{false};
+    cpu_set_t helper_mask;
+    CPU_ZERO(&helper_mask);
+    pool.ParallelFor(2, 1, [&](int64_t, int64_t) {
+      if (std::this_thread::get_id() == caller) {  // wait (up to 2 s) for the helper's chunk
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        while (!helper_ran.load() && std::chrono::steady_clock::now() < deadline) CpuRelax();
+        return;
+      }
+      helper_cpu = CurrentCpu();
+      pthread_getaffinity_np(pthread_self(), sizeof(helper_mask), &helper_mask);
+      helper_ran = true;
+    });
+    ASSERT_TRUE(helper_ran.load()) << "job " << job;
+    EXPECT_EQ(steered->value(), before + 1) << "job " << job;
+    EXPECT_NE(helper_cpu.load(), cpu) << "job " << job;
+    // The affinity the helper runs with: its own again (restored when it woke).
+    EXPECT_TRUE(CPU_EQUAL(&helper_mask, &all)) << "job " << job;
+  }
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(all), &all), 0);
 }
 #endif
 
