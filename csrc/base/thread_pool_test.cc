@@ -340,7 +340,7 @@ TEST(ThreadPoolTest, ABlockedHelperIsWokenOffThePostersCore) {
   Counter* steered = GetCounter("pool_steered_wakes");
   const auto caller = std::this_thread::get_id();
   for (int job = 0; job < 3; ++job) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the helper blocks (spin: 50 us)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the helper blocks (spin: 50 us)
     const int64_t before = steered->value();
     std::atomic<int> helper_cpu{-1};
     std::atomic<bool> helper_ran{false};
