@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "runtime/host/elementwise_simd.cc"
@@ -326,26 +327,78 @@ void DivideByScalar(const float* a, float b, float* out, int64_t n) {
   Map1(a, out, n, [&](auto d, auto v) { return QuotientByScalar(d, v, vb, vr, usable); });
 }
 
-bool BinaryF32(int code_int, const float* a, const float* b, float* out, int64_t n) {
+// Calls go(f) with the float32 binary op's vector function; false for other ops.
+template <class Go>
+HWY_INLINE bool WithBinaryF32(int code_int, Go&& go) {
   switch (static_cast<OpCode>(code_int)) {
-    case OpCode::kAdd: Map2(a, b, out, n, [](auto d, auto x, auto y) { return hn::Add(x, y); }); return true;
-    case OpCode::kSubtract: Map2(a, b, out, n, [](auto d, auto x, auto y) { return hn::Sub(x, y); }); return true;
-    case OpCode::kMultiply: Map2(a, b, out, n, [](auto d, auto x, auto y) { return hn::Mul(x, y); }); return true;
-    case OpCode::kDivide: Map2(a, b, out, n, [](auto d, auto x, auto y) { return hn::Div(x, y); }); return true;
+    case OpCode::kAdd: go([](auto d, auto x, auto y) { return hn::Add(x, y); }); return true;
+    case OpCode::kSubtract: go([](auto d, auto x, auto y) { return hn::Sub(x, y); }); return true;
+    case OpCode::kMultiply: go([](auto d, auto x, auto y) { return hn::Mul(x, y); }); return true;
+    case OpCode::kDivide: go([](auto d, auto x, auto y) { return hn::Div(x, y); }); return true;
     case OpCode::kMaximum:
       // NaN-propagating like StableHLO and PyTorch: pick x where x is NaN (IsNaN, not Ne(x, x):
       // x86 compares are ordered, so Ne(NaN, NaN) is false).
-      Map2(a, b, out, n, [](auto d, auto x, auto y) {
-        return hn::IfThenElse(hn::Or(hn::Gt(x, y), hn::IsNaN(x)), x, y);
-      });
+      go([](auto d, auto x, auto y) { return hn::IfThenElse(hn::Or(hn::Gt(x, y), hn::IsNaN(x)), x, y); });
       return true;
     case OpCode::kMinimum:
-      Map2(a, b, out, n, [](auto d, auto x, auto y) {
-        return hn::IfThenElse(hn::Or(hn::Lt(x, y), hn::IsNaN(x)), x, y);
-      });
+      go([](auto d, auto x, auto y) { return hn::IfThenElse(hn::Or(hn::Lt(x, y), hn::IsNaN(x)), x, y); });
       return true;
     default: return false;
   }
+}
+
+bool BinaryF32(int code_int, const float* a, const float* b, float* out, int64_t n) {
+  return WithBinaryF32(code_int, [&](auto f) { Map2(a, b, out, n, f); });
+}
+
+// Map2 whose operands are float32 or bfloat16 (ABf16, BBf16), each bfloat16 one widened (exactly)
+// as it is read, and whose result is stored as float32 or rounded to bfloat16 (OBf16, nearest
+// even, as a convert rounds): Note [Widening reads] (elementwise.cc).
+template <bool ABf16, bool BBf16, bool OBf16, class F>
+HWY_INLINE void Map2Widening(const void* a, const void* b, void* out, int64_t n, F f) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  auto load = [&](auto is_bf16, const void* p, int64_t i) {
+    if constexpr (decltype(is_bf16)::value) return WidenBf16(d, static_cast<const uint16_t*>(p) + i);
+    else return hn::LoadU(d, static_cast<const float*>(p) + i);
+  };
+  auto scalar = [&](auto is_bf16, const void* p, int64_t i) {
+    if constexpr (decltype(is_bf16)::value) return ScalarFromBf16(static_cast<const uint16_t*>(p)[i]);
+    else return static_cast<const float*>(p)[i];
+  };
+  auto store = [&](auto v, int64_t i) {
+    if constexpr (OBf16) StoreBf16(d, v, static_cast<uint16_t*>(out) + i);
+    else hn::StoreU(v, d, static_cast<float*>(out) + i);
+  };
+  const std::integral_constant<bool, ABf16> ab;
+  const std::integral_constant<bool, BBf16> bb;
+  int64_t i = 0;
+  for (; i + N <= n; i += N) store(f(d, load(ab, a, i), load(bb, b, i)), i);
+  if (i < n) {
+    HWY_ALIGN float ta[hn::MaxLanes(d)] = {}, tb[hn::MaxLanes(d)] = {}, to[hn::MaxLanes(d)];
+    for (int64_t j = i; j < n; ++j) ta[j - i] = scalar(ab, a, j), tb[j - i] = scalar(bb, b, j);
+    hn::Store(f(d, hn::Load(d, ta), hn::Load(d, tb)), d, to);
+    for (int64_t j = i; j < n; ++j) {
+      if constexpr (OBf16) static_cast<uint16_t*>(out)[j] = ScalarToBf16(to[j - i]);
+      else static_cast<float*>(out)[j] = to[j - i];
+    }
+  }
+}
+
+template <bool OBf16, class F>
+HWY_INLINE void Map2WideningOut(const void* a, bool a_bf16, const void* b, bool b_bf16, void* out, int64_t n, F f) {
+  if (a_bf16 && b_bf16) Map2Widening<true, true, OBf16>(a, b, out, n, f);
+  else if (a_bf16) Map2Widening<true, false, OBf16>(a, b, out, n, f);
+  else if (b_bf16) Map2Widening<false, true, OBf16>(a, b, out, n, f);
+  else Map2Widening<false, false, OBf16>(a, b, out, n, f);
+}
+
+bool BinaryF32Widening(int code_int, const void* a, bool a_bf16, const void* b, bool b_bf16, void* out, bool out_bf16,
+                       int64_t n) {
+  return WithBinaryF32(code_int, [&](auto f) {
+    if (out_bf16) Map2WideningOut<true>(a, a_bf16, b, b_bf16, out, n, f);
+    else Map2WideningOut<false>(a, a_bf16, b, b_bf16, out, n, f);
+  });
 }
 
 // Integer binary ops that wrap like the scalar loops (two's complement), for i64 and i32 registers.
@@ -465,6 +518,7 @@ HWY_EXPORT(DivideByScalar);
 HWY_EXPORT(SplatU32);
 HWY_EXPORT(SplatU64);
 HWY_EXPORT(BinaryF32);
+HWY_EXPORT(BinaryF32Widening);
 HWY_EXPORT(CompareF32);
 HWY_EXPORT(CompareI64);
 HWY_EXPORT(BinaryI64);
@@ -503,6 +557,10 @@ bool UnaryF32Simd(OpCode code, const float* a, float* out, int64_t n) {
 }
 bool BinaryF32Simd(OpCode code, const float* a, const float* b, float* out, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(BinaryF32)(static_cast<int>(code), a, b, out, n);
+}
+bool BinaryF32WideningSimd(OpCode code, const void* a, bool a_bf16, const void* b, bool b_bf16, void* out,
+                           bool out_bf16, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(BinaryF32Widening)(static_cast<int>(code), a, a_bf16, b, b_bf16, out, out_bf16, n);
 }
 void SplatU32Simd(uint32_t* r, int64_t n) { HWY_DYNAMIC_DISPATCH(SplatU32)(r, n); }
 void SplatU64Simd(uint64_t* r, int64_t n) { HWY_DYNAMIC_DISPATCH(SplatU64)(r, n); }

@@ -10,6 +10,11 @@ namespace tpu::host {
 // Returns false if the op has no vector implementation (caller uses the scalar loop).
 bool UnaryF32Simd(OpCode code, const float* a, float* out, int64_t n);
 bool BinaryF32Simd(OpCode code, const float* a, const float* b, float* out, int64_t n);
+// The same ops (false for others) with either operand bfloat16 where its flag says so, widened as
+// it is read, and the result rounded to bfloat16 where out_bf16 says so: the bits of converting
+// to float32 first and back after (Note [Widening reads], elementwise.cc).
+bool BinaryF32WideningSimd(OpCode code, const void* a, bool a_bf16, const void* b, bool b_bf16, void* out,
+                           bool out_bf16, int64_t n);
 // Wrapping integer add/sub/mul, and/or/xor, max/min (false for other ops).
 bool BinaryI64Simd(OpCode code, const int64_t* a, const int64_t* b, int64_t* out, int64_t n);
 bool BinaryI32Simd(OpCode code, const int32_t* a, const int32_t* b, int32_t* out, int64_t n);
