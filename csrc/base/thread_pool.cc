@@ -170,14 +170,25 @@ int CurrentCpu() {
 #endif
 }
 
+#if defined(__linux__)
+namespace {
+// Narrows thread t's affinity to its allowed cores but `cpu`, the allowed set left in *allowed;
+// false (nothing changed) where `cpu` is not among them, is the only one, or the call fails.
+bool AllowAllBut(pthread_t t, int cpu, cpu_set_t* allowed) {
+  if (cpu < 0 || cpu >= CPU_SETSIZE || pthread_getaffinity_np(t, sizeof(*allowed), allowed) != 0 ||
+      !CPU_ISSET(cpu, allowed))
+    return false;
+  cpu_set_t others = *allowed;
+  CPU_CLR(cpu, &others);
+  return CPU_COUNT(&others) > 0 && pthread_setaffinity_np(t, sizeof(others), &others) == 0;
+}
+}  // namespace
+#endif
+
 bool MoveOffCpu(int cpu) {
 #if defined(__linux__)
-  cpu_set_t allowed, others;
-  if (cpu < 0 || cpu >= CPU_SETSIZE || pthread_getaffinity_np(pthread_self(), sizeof(allowed), &allowed) != 0)
-    return false;
-  others = allowed;
-  CPU_CLR(cpu, &others);
-  if (CPU_COUNT(&others) == 0 || pthread_setaffinity_np(pthread_self(), sizeof(others), &others) != 0) return false;
+  cpu_set_t allowed;
+  if (!AllowAllBut(pthread_self(), cpu, &allowed)) return false;  // (the kernel migrates it at once)
   pthread_setaffinity_np(pthread_self(), sizeof(allowed), &allowed);
   return true;
 #else
@@ -202,17 +213,11 @@ bool MoveOffCpu(int cpu) {
 void ThreadPool::SteerSleepers(int threads) {
 #if defined(__linux__)
   const int cpu = job_cpu_;
-  if (!Flags().pool_steer || cpu < 0 || cpu >= CPU_SETSIZE) return;
+  if (!Flags().pool_steer || cpu < 0) return;
   for (int i = 0; i + 1 < threads && i < static_cast<int>(workers_.size()); ++i) {
     Sleep& sleep = *sleep_[i];
     if (Held(i) || sleep.steered || !sleep.blocked) continue;
-    const pthread_t t = workers_[i].native_handle();
-    cpu_set_t others;
-    if (pthread_getaffinity_np(t, sizeof(sleep.restore), &sleep.restore) != 0 || !CPU_ISSET(cpu, &sleep.restore))
-      continue;
-    others = sleep.restore;
-    CPU_CLR(cpu, &others);
-    sleep.steered = CPU_COUNT(&others) > 0 && pthread_setaffinity_np(t, sizeof(others), &others) == 0;
+    sleep.steered = AllowAllBut(workers_[i].native_handle(), cpu, &sleep.restore);
     if (sleep.steered) {
       static Counter* const steered = GetCounter("pool_steered_wakes");
       steered->Add();

@@ -199,9 +199,7 @@ int Bf16Composite(const Graph& g, const FusedRegion& region) {
   return chained ? comp : -1;
 }
 
-}  // namespace
-
-void MatchComposites(const Graph& g, FusedRegion& region) {
+void MatchChains(const Graph& g, FusedRegion& region) {
   region.composite.clear();
   region.composite_input.clear();
   region.composite_input2.clear();
@@ -267,6 +265,13 @@ void MatchComposites(const Graph& g, FusedRegion& region) {
   region.composite_input = std::move(input);
   region.composite_input2 = std::move(input2);
   region.bf16_composite = Bf16Composite(g, region);
+}
+
+}  // namespace
+
+void MatchComposites(const Graph& g, FusedRegion& region) {
+  MatchChains(g, region);
+  MatchWidening(g, region);
 }
 
 }  // namespace tpu::host

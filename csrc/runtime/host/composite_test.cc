@@ -334,5 +334,50 @@ TEST(CompositeTest, BfloatGeluAndSiluRegionsRunAsOneKernelWithTheConvertsBits) {
   }
 }
 
+// Note [Widening reads] (elementwise.cc): which bfloat16 inputs a region may read in place and
+// whether its last binary op writes the rounded output, found with the composites. (The values
+// are the same either way: tests/python/test_bf16_elementwise.py checks the bits; this checks that
+// the faster path is taken, and where it must not be.)
+TEST(CompositeTest, WideningReadsAreFoundWhereOnlyBinaryOpsReadTheConverts) {
+  auto region_of = [](Builder& b) {
+    auto exe = CompileBuilder(b);
+    EXPECT_NE(exe, nullptr);
+    const auto* host = static_cast<const HostExecutable*>(exe.get());
+    EXPECT_EQ(host->regions.size(), 1u);
+    return host->regions.empty() ? FusedRegion{} : host->regions[0];
+  };
+  const TensorType bf = T(DType::kBF16, {1000});
+  {  // a bfloat16 multiply-add: both inputs widened, the add writes the output
+    Builder b;
+    int x = b.Param(bf), y = b.Param(bf), z = b.Param(bf);
+    int m = b.Binary(OpCode::kMultiply, b.Convert(x, DType::kF32), b.Convert(y, DType::kF32));
+    b.Result(b.Convert(b.Binary(OpCode::kAdd, m, b.Convert(z, DType::kF32)), DType::kBF16));
+    FusedRegion r = region_of(b);
+    EXPECT_EQ(r.widenable, std::vector<bool>({true, true, true}));
+    EXPECT_TRUE(r.rounded_tail);
+  }
+  {  // a convert read by a unary op (exp has no widening kernel), or returned: stored as before
+    Builder b;
+    int x = b.Param(bf), y = b.Param(bf);
+    int yf = b.Convert(y, DType::kF32);
+    int e = b.Binary(OpCode::kAdd, b.Unary(OpCode::kExp, b.Convert(x, DType::kF32)), yf);
+    b.Result(b.Convert(e, DType::kBF16));
+    b.Result(yf);
+    FusedRegion r = region_of(b);
+    EXPECT_EQ(r.widenable, std::vector<bool>({false, false}));
+    EXPECT_TRUE(r.rounded_tail);  // (the add still rounds into the bfloat16 output)
+  }
+  {  // the add's float32 value is also returned: the output goes through the store
+    Builder b;
+    int x = b.Param(bf), y = b.Param(bf);
+    int a = b.Binary(OpCode::kAdd, b.Convert(x, DType::kF32), b.Convert(y, DType::kF32));
+    b.Result(b.Convert(a, DType::kBF16));
+    b.Result(a);
+    FusedRegion r = region_of(b);
+    EXPECT_EQ(r.widenable, std::vector<bool>({true, true}));
+    EXPECT_FALSE(r.rounded_tail);
+  }
+}
+
 }  // namespace
 }  // namespace tpu::host::testing

@@ -323,6 +323,60 @@ bool RunBf16Composite(const FusedRegion& region, const std::vector<Operand>& ope
 
 }  // namespace
 
+// Note [Widening reads]: a bfloat16 op runs as converts of its inputs to float32, the float32
+// op and a convert of its result back, and each tile widened every bfloat16 input into storage
+// before the op read it there: a pass per input that only waited on memory (an addcmul over
+// (4096, 1024) bfloat16 spent 40% of its time widening, and took 1.8x PyTorch CPU's time). A
+// bfloat16 input that only such converts read, whose results only float32 binary ops with a
+// widening kernel (BinaryF32WideningSimd: add, subtract, multiply, divide, maximum, minimum) read
+// -- no output, no composite -- is read in place when it is contiguous: those ops widen it as they
+// load it, the same values. The same ops may also write a bfloat16 output themselves, rounding as
+// they store: when the region ends in such an op and a convert of its result to bfloat16 that one
+// output alone reads (contiguous), the op writes that output and the convert and the store are
+// skipped. What the region's ops and slots decide is found here, with the composites; a run
+// checks only the layout.
+void MatchWidening(const Graph& g, FusedRegion& region) {
+  const int nin = static_cast<int>(region.inputs.size());
+  const int nops = static_cast<int>(region.ops.size());
+  const int last_slot = nin + nops - 1;
+  region.widenable.assign(nin, false);
+  region.rounded_tail = false;
+  auto reads = [&](int i, int slot) {
+    const auto& slots = region.operand_slots[i];
+    return std::find(slots.begin(), slots.end(), slot) != slots.end();
+  };
+  auto plain = [&](int i) { return region.composite.empty() || region.composite[i] == FusedRegion::Composite::kNone; };
+  const std::vector<int>& outs = region.output_slots;
+  auto is_output = [&](int slot) { return std::find(outs.begin(), outs.end(), slot) != outs.end(); };
+  auto widening_op = [&](int i) {  // (asked with no elements: whether the kernel has the op)
+    const Op& op = g.ops[region.ops[i]];
+    return plain(i) && op.type.dtype == DType::kF32 && region.operand_slots[i].size() == 2 &&
+           BinaryF32WideningSimd(op.code, nullptr, false, nullptr, false, nullptr, false, 0);
+  };
+  for (int k = 0; k < nin; ++k) {
+    if (g.TypeOf(region.inputs[k]).dtype != DType::kBF16 || is_output(k)) continue;
+    bool ok = true, read = false;
+    for (int i = 0; i < nops && ok; ++i) {
+      if (!reads(i, k)) continue;
+      read = true;
+      const Op& op = g.ops[region.ops[i]];
+      const int slot = nin + i;
+      ok = op.code == OpCode::kConvert && op.type.dtype == DType::kF32 && plain(i) && !is_output(slot);
+      for (int j = 0; j < nops && ok; ++j)
+        if (reads(j, slot)) ok = widening_op(j);
+    }
+    region.widenable[k] = ok && read;
+  }
+  if (nops < 2) return;
+  const Op& last = g.ops[region.ops[nops - 1]];
+  const int prev = last_slot - 1;
+  bool ok = last.code == OpCode::kConvert && last.type.dtype == DType::kBF16 &&
+            g.TypeOf(last.operands[0]).dtype == DType::kF32 && plain(nops - 1) &&
+            region.operand_slots[nops - 1][0] == prev && widening_op(nops - 2) && !is_output(prev);
+  for (int i = 0; i < nops - 1 && ok; ++i) ok = !reads(i, prev);
+  region.rounded_tail = ok && std::count(outs.begin(), outs.end(), last_slot) == 1;
+}
+
 Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vector<View>& views) {
   const int nin = static_cast<int>(region.inputs.size());
   const int nops = static_cast<int>(region.ops.size());
@@ -418,64 +472,13 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
   }
   // Each value that needs storage gets a tile of it (Note [Tile length]).
   const bool composites = !region.composite.empty();
-  // Note [Widening reads]: a bfloat16 op runs as converts of its inputs to float32, the float32
-  // op and a convert of its result back, and each tile widened every bfloat16 input into storage
-  // before the op read it there: a pass per input that only waited on memory (an addcmul over
-  // (4096, 1024) bfloat16 spent 40% of its time widening, and took 1.8x PyTorch CPU's time). A
-  // contiguous bfloat16 input that only such converts read, whose results only float32
-  // add/subtract/multiply/divide/maximum/minimum read (no output, no composite), is read in place
-  // instead: those ops widen it as they load it (BinaryF32WideningSimd), the same values.
-  // The same ops may also write a bfloat16 output themselves, rounding as they store: when the
-  // region ends in such an op and a convert of its result to bfloat16 that only the one output
-  // (contiguous) reads, the op writes the output and the convert and the store are skipped.
+  // Note [Widening reads]: the inputs the region may read in place (contiguous ones of those
+  // MatchWidening found), and the output its last binary op writes itself.
   bool widened[kMaxRegionValues] = {};  // the slot's register is a bfloat16 input read in place
-  auto reads = [&](int i, int slot) {
-    const auto& slots = region.operand_slots[i];
-    return std::find(slots.begin(), slots.end(), slot) != slots.end();
-  };
-  auto plain = [&](int i) { return !composites || region.composite[i] == FusedRegion::Composite::kNone; };
-  auto is_output = [&](int slot) { return std::find(out_slot.begin(), out_slot.end(), slot) != out_slot.end(); };
-  auto widening_op = [&](int i) {
-    const Op& op = g.ops[region.ops[i]];
-    const OpCode c = op.code;
-    return plain(i) && op.type.dtype == DType::kF32 && region.operand_slots[i].size() == 2 &&
-           (c == OpCode::kAdd || c == OpCode::kSubtract || c == OpCode::kMultiply || c == OpCode::kDivide ||
-            c == OpCode::kMaximum || c == OpCode::kMinimum);
-  };
+  for (int k = 0; k < nin; ++k) widened[k] = region.widenable[k] && splat_of[k] < 0 && flat(operands[k]);
   int rounded_out = -1;  // the output the region's last binary op writes rounded (-1: none)
-  if (direct_out < 0 && nops >= 2) {
-    const Op& last = g.ops[region.ops[nops - 1]];
-    const int prev = nin + nops - 2;
-    bool ok = last.code == OpCode::kConvert && last.type.dtype == DType::kBF16 &&
-              g.TypeOf(last.operands[0]).dtype == DType::kF32 && plain(nops - 1) &&
-              region.operand_slots[nops - 1][0] == prev && widening_op(nops - 2) && !is_output(prev);
-    for (int i = 0; i < nops - 1 && ok; ++i) ok = !reads(i, prev);
-    int readers = 0;
-    for (int k = 0; k < nout && ok; ++k)
-      if (out_slot[k] == last_slot) {
-        ++readers;
-        if (flat(operands[nin + k]) && operands[nin + k].dtype == DType::kBF16) rounded_out = k;
-      }
-    if (!ok || readers != 1) rounded_out = -1;
-  }
-  {
-    for (int k = 0; k < nin; ++k) {
-      const Operand& o = operands[k];
-      if (o.dtype != DType::kBF16 || splat_of[k] >= 0 || !flat(o) || is_output(k)) continue;
-      bool ok = true, read = false;
-      for (int i = 0; i < nops && ok; ++i) {
-        if (!reads(i, k)) continue;
-        read = true;
-        const Op& op = g.ops[region.ops[i]];
-        const int slot = nin + i;
-        ok = op.code == OpCode::kConvert && op.type.dtype == DType::kF32 && plain(i) && !is_output(slot) &&
-             !(direct_out >= 0 && slot == last_slot);
-        for (int j = 0; j < nops && ok; ++j)
-          if (reads(j, slot)) ok = widening_op(j);
-      }
-      widened[k] = ok && read;
-    }
-  }
+  for (int k = 0; k < nout && region.rounded_tail; ++k)
+    if (out_slot[k] == last_slot && flat(operands[nin + k])) rounded_out = k;
   int store_of[kMaxRegionValues];
   int nstored = 0;
   for (int k = 0; k < nin; ++k) {

@@ -36,11 +36,20 @@ struct FusedRegion {
   // (a gelu or silu) when the region is only bfloat16 -> float32, that chain, float32 -> bfloat16
   // into its one output; -1 otherwise. Set with the composites, never stored.
   int bf16_composite = -1;
+  // Note [Widening reads] (elementwise.cc), set with the composites, never stored: per input,
+  // whether it is bfloat16 and read only by converts to float32 whose results only float32 binary
+  // ops with a widening kernel read (a contiguous one is then read in place); and whether the
+  // region ends in such an op and a convert of its result to bfloat16 that one output alone reads.
+  std::vector<bool> widenable;
+  bool rounded_tail = false;
 };
 
 // Finds the region's composites (Note [Region composites]); AssignRegionSlots calls it, and so
 // does reading a stored plan. Fills region.composite and composite_input, or leaves them empty.
 void MatchComposites(const Graph& g, FusedRegion& region);
+// Sets region.widenable and rounded_tail (Note [Widening reads]); MatchComposites calls it, after
+// the composites (a composite's ops never widen).
+void MatchWidening(const Graph& g, FusedRegion& region);
 
 // A chain of ops that one row kernel computes (Note [Row chains], row_match.cc).
 enum class RowKind : uint8_t { kSoftmax, kLogSoftmax, kLayerNorm, kSoftmaxBackward, kLogSoftmaxBackward, kRmsNorm };
