@@ -226,7 +226,9 @@ def cases() -> list[Case]:
     L += [cross_entropy_case((1024, 96), "gpt"), cross_entropy_case((2048, 2048), "large")]
     for op in ("sum", "mean", "var", "argmax"):
         L += [reduce_case(op, (1024, 128), -1, "gpt"), reduce_case(op, (16, 64, 128), 1, "gpt"),
-              reduce_case(op, (2048, 2048), -1, "large"), reduce_case(op, (64, 256, 256), 1, "large")]
+              reduce_case(op, (1024, 512), 0, "gpt bias grad"),
+              reduce_case(op, (2048, 2048), -1, "large"), reduce_case(op, (64, 256, 256), 1, "large"),
+              reduce_case(op, (2048, 2048), 0, "large")]
     L += [elementwise_case("gelu", (1024, 512), label="gpt mlp"),
           elementwise_case("gelu", (4096, 1024), label="large"),
           elementwise_case("gelu", (4096, 1024), torch.bfloat16, label="large"),

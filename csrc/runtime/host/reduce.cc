@@ -220,6 +220,15 @@ void ReduceTyped(ReduceKind k, const View& in, const Axes& kept, const Axes& red
         const M* p = base + OffsetOf(kept, kept.size() - 1, ko) + j0;
         int64_t rb = split * rsize / splits, re = (split + 1) * rsize / splits;
         std::fill(acc, acc + len, split == 0 ? init : Identity<A>(k));
+        if constexpr (std::is_same_v<M, float> && std::is_same_v<A, float>) {
+          if ((k == ReduceKind::kMax || k == ReduceKind::kMin) && red.size() == 1) {
+            constexpr int64_t kRows = 16;  // Note [Column sums by row groups]
+            for (int64_t r = rb; r < re; r += kRows)
+              MaxF32ColsRows(p + r * red[0].stride, red[0].stride, std::min(kRows, re - r), acc, len,
+                             k == ReduceKind::kMax);
+            rb = re;  // done
+          }
+        }
         Counter c(red, rb);
         for (int64_t r = rb; r < re; ++r, c.Next()) ColsInto<M, A>(k, acc, p + c.off, len);
         if (splits == 1) {
@@ -342,6 +351,14 @@ void SumFloat(const View& in, const Axes& kept, const Axes& red, bool leading_f3
             for (int64_t b0 = rb; b0 < re; b0 += kBlock)
               AddF32ColsBlock(p + b0 * red[0].stride, red[0].stride, std::min(kBlock, rsize - b0), lanes.data(),
                               kChunk, len, tot);
+        }
+        if constexpr (std::is_same_v<M, float>) {
+          if (leading_f32 && red.size() == 1) {  // rows in groups (Note [Column sums by row groups])
+            constexpr int64_t kRows = 16;
+            for (int64_t r = rb; r < re; r += kRows)
+              AddF32ColsRows(p + r * red[0].stride, red[0].stride, std::min(kRows, re - r), tot, len);
+            whole_blocks = true;  // done: the loop below has nothing left
+          }
         }
         Counter c(red, rb);
         for (int64_t r = whole_blocks ? re : rb; r < re; ++r, c.Next()) {  // (whole blocks: none left)

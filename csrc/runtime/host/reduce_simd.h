@@ -61,7 +61,11 @@ void AddF32ColsBlock(const float* p, int64_t stride, int64_t blen, float* lanes,
 float MaxF32Row(const float* x, int64_t n, float acc, bool is_max);
 // acc[j] += x[j] (in double), or acc[j] = max/min(acc[j], x[j]), for j < n.
 void AddF32Cols(const float* x, double* acc, int64_t n);
+// The same for `rows` rows of n floats, `stride` floats apart, added in row order: each column's
+// total stays in a register across the rows (Note [Column sums by row groups]).
+void AddF32ColsRows(const float* x, int64_t stride, int64_t rows, double* acc, int64_t n);
 void MaxF32Cols(const float* x, float* acc, int64_t n, bool is_max);
+void MaxF32ColsRows(const float* x, int64_t stride, int64_t rows, float* acc, int64_t n, bool is_max);
 
 // bfloat16 <-> float32. To bf16: round to nearest even, NaN -> 0x7FC0 (the quiet NaN).
 void Bf16ToF32(const uint16_t* x, float* out, int64_t n);

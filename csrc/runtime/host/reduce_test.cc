@@ -87,7 +87,10 @@ INSTANTIATE_TEST_SUITE_P(
                       ReduceCase{{70000, 3}, {0}},        // few long columns: range split
                       ReduceCase{{200, 50, 30}, {0, 2}},  // outer and inner, many outputs
                       ReduceCase{{3, 200, 300}, {0, 2}},  // few outputs, many runs: runs split
-                      ReduceCase{{1000, 100}, {0, 1}}));  // everything: one split run
+                      ReduceCase{{1000, 100}, {0, 1}},    // everything: one split run
+                      // leading, rows in groups of 16 (Note [Column sums by row groups]): a
+                      // partial last group, vectors of columns and a tail, a split range
+                      ReduceCase{{700, 70}, {0}}, ReduceCase{{13, 45}, {0}}, ReduceCase{{3000, 300}, {0}}));
 
 TEST(ReduceKernelTest, TransposedInputAndInit) {
   // sum over dim 1 of a transposed view, starting from init = 10.
@@ -182,6 +185,9 @@ TEST(ReduceKernelTest, FloatSumsFollowTheLaneNote) {
                         Case{{3, 700, 40}, {1}}, Case{{2, 4500, 33}, {1}},
                         // blocks L1 holds: lanes in registers, with rows past the last 16 and tails
                         Case{{4, 64, 128}, {1}}, Case{{3, 37, 40}, {1}}, Case{{5, 100, 17}, {1}},
+                        // wider blocks, in groups of 64 rows (Note [Column sums by row groups]): rows
+                        // past the last group and past the last 16, tails; leading dims in groups of 16
+                        Case{{2, 300, 40}, {1}}, Case{{2, 2100, 50}, {1}}, Case{{700, 45}, {0}},
                         // short runs gathered into rows first (Note [Gathered rows]): a batch norm's sums
                         Case{{16, 40, 2, 2}, {0, 2, 3}}, Case{{7, 33, 5}, {0, 2}}, Case{{64, 3, 7}, {0, 2}}}) {
     SCOPED_TRACE(::testing::Message() << DimsToString(c.dims) << " over " << DimsToString(c.rdims));
@@ -217,6 +223,38 @@ TEST(ReduceKernelTest, FloatSumsFollowTheLaneNote) {
         want = static_cast<float>(s);
       }
       ASSERT_EQ(got[o], want) << o;
+    }
+  }
+}
+
+TEST(ReduceKernelTest, ColumnMaxAndMinOverRowGroupsPropagateNaN) {
+  // Max and min over the leading dim walk the rows in groups (Note [Column sums by row groups]);
+  // a NaN anywhere in a column, in any row of a group or of the last partial one, wins.
+  const Dims dims{300, 70};
+  std::vector<float> x(300 * 70);
+  for (int64_t i = 0; i < static_cast<int64_t>(x.size()); ++i) x[i] = SmallValue(i, 5);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (auto [r, c] : {std::pair<int, int>{0, 3}, {17, 20}, {31, 41}, {299, 69}, {288, 64}, {150, 5}}) x[r * 70 + c] = nan;
+  x[5 * 70 + 7] = INFINITY;
+  x[6 * 70 + 8] = -INFINITY;
+  for (ReduceKind kind : {ReduceKind::kMax, ReduceKind::kMin}) {
+    SCOPED_TRACE(kind == ReduceKind::kMax ? "max" : "min");
+    Builder b;
+    int p = b.Param(T(F, dims));
+    int r = b.Reduce(p, b.Constant(kind == ReduceKind::kMax ? -INFINITY : INFINITY, F), {0}, kind);
+    b.Result(r);
+    std::vector<float> got(70);
+    ASSERT_TRUE(RunProgram(b, Bindings(Bind(x, F, dims)), Bindings(Bind(got, F, {70}))).ok());
+    for (int c = 0; c < 70; ++c) {
+      float want = kind == ReduceKind::kMax ? -INFINITY : INFINITY;
+      bool saw_nan = false;
+      for (int row = 0; row < 300; ++row) {
+        float v = x[row * 70 + c];
+        saw_nan |= std::isnan(v);
+        want = kind == ReduceKind::kMax ? std::max(want, v) : std::min(want, v);
+      }
+      if (saw_nan) EXPECT_TRUE(std::isnan(got[c])) << c;
+      else EXPECT_EQ(got[c], want) << c;
     }
   }
 }
