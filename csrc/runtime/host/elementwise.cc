@@ -32,6 +32,15 @@ namespace {
 // chain tiles of kTile.
 constexpr int64_t kL1Budget = 32 * 1024;
 
+// The float32 binary ops BinaryF32ScalarSimd runs (Note [Scalar operands]).
+bool IsScalarBinaryF32(OpCode code) {
+  switch (code) {
+    case OpCode::kAdd: case OpCode::kSubtract: case OpCode::kMultiply: case OpCode::kDivide:
+    case OpCode::kMaximum: case OpCode::kMinimum: return true;
+    default: return false;
+  }
+}
+
 int64_t TileLength(int values_stored) {
   if (values_stored == 0) return kMaxTile;
   int64_t t = kL1Budget / (8 * values_stored) / kTile * kTile;
@@ -479,6 +488,19 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
   int rounded_out = -1;  // the output the region's last binary op writes rounded (-1: none)
   for (int k = 0; k < nout && region.rounded_tail; ++k)
     if (out_slot[k] == last_slot && flat(operands[nin + k])) rounded_out = k;
+  // Note [Scalar operands]: per op, a bit for each operand of a float32 binary op that is a
+  // scalar's splat (bit 0: the first), which the op then reads as one value.
+  uint8_t scalar_operands[kMaxRegionValues] = {};
+  for (int i = 0; i < nops; ++i) {
+    const Op& op = g.ops[region.ops[i]];
+    const auto& slots = region.operand_slots[i];
+    if (slots.size() != 2 || op.type.dtype != DType::kF32 || g.TypeOf(op.operands[0]).dtype != DType::kF32 ||
+        g.TypeOf(op.operands[1]).dtype != DType::kF32 || !IsScalarBinaryF32(op.code) ||
+        (composites && region.composite[i] != FusedRegion::Composite::kNone))
+      continue;
+    for (int j = 0; j < 2; ++j)
+      if (slots[j] < nin && splat_of[slots[j]] >= 0 && !row_splat[slots[j]]) scalar_operands[i] |= 1 << j;
+  }
   int store_of[kMaxRegionValues];
   int nstored = 0;
   for (int k = 0; k < nin; ++k) {
@@ -599,6 +621,9 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
         }
         if (rounded || (slots.size() == 2 && (widened[slots[0]] || widened[slots[1]]))) {  // Note [Widening reads]
           BinaryF32WideningSimd(op.code, in[0], widened[slots[0]], in[1], widened[slots[1]], out, rounded, len);
+        } else if (scalar_operands[i]) {  // Note [Scalar operands] (elementwise_simd.cc)
+          BinaryF32ScalarSimd(op.code, static_cast<const float*>(in[0]), scalar_operands[i] & 1,
+                              static_cast<const float*>(in[1]), scalar_operands[i] & 2, static_cast<float*>(out), len);
         } else {
           (void)RunOp(g, op, in, out, len);  // every op was checked above
         }

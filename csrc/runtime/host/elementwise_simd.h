@@ -15,6 +15,10 @@ bool BinaryF32Simd(OpCode code, const float* a, const float* b, float* out, int6
 // to float32 first and back after (Note [Widening reads], elementwise.cc).
 bool BinaryF32WideningSimd(OpCode code, const void* a, bool a_bf16, const void* b, bool b_bf16, void* out,
                            bool out_bf16, int64_t n);
+// The same float32 ops (false for others) where a scalar flag says that operand is one value, read
+// from its first element and held in a register (Note [Scalar operands], elementwise_simd.cc).
+bool BinaryF32ScalarSimd(OpCode code, const float* a, bool a_scalar, const float* b, bool b_scalar, float* out,
+                         int64_t n);
 // Wrapping integer add/sub/mul, and/or/xor, max/min (false for other ops).
 bool BinaryI64Simd(OpCode code, const int64_t* a, const int64_t* b, int64_t* out, int64_t n);
 bool BinaryI32Simd(OpCode code, const int32_t* a, const int32_t* b, int32_t* out, int64_t n);
