@@ -215,11 +215,6 @@ void RmsNormGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, in
   }
 }
 
-// Note [Float sums] for columns: one block's positions pos < blen, position pos a row of `len`
-// floats at p + pos * stride, added into lane pos & 15 (lane 0 past the last whole group of 16)
-// of lanes[lane * lane_stride + j]; then each column's 16 lanes added in order in double onto
-// tot[j], the lanes zeroed. The calls the columns loop made per position and its scalar walk over
-// the lanes, in one call: the same additions in the same order.
 // Adds `groups` groups of 16 rows of floats, `stride` apart from x: row l of each group into a_l
 // (a column sum's 16 lanes, Note [Float sums]).
 template <class D, class V>
@@ -245,6 +240,11 @@ HWY_INLINE void AddRowGroups(D d, const float* x, int64_t stride, int64_t groups
   }
 }
 
+// Note [Float sums] for columns: one block's positions pos < blen, position pos a row of `len`
+// floats at p + pos * stride, added into lane pos & 15 (lane 0 past the last whole group of 16)
+// of lanes[lane * lane_stride + j]; then each column's 16 lanes added in order in double onto
+// tot[j], the lanes zeroed. The calls the columns loop made per position and its scalar walk over
+// the lanes, in one call: the same additions in the same order.
 void AddF32ColsBlockImpl(const float* p, int64_t stride, int64_t blen, float* lanes, int64_t lane_stride,
                          int64_t len, double* tot) {
   const hn::ScalableTag<float> d;
