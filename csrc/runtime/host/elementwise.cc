@@ -32,15 +32,6 @@ namespace {
 // chain tiles of kTile.
 constexpr int64_t kL1Budget = 32 * 1024;
 
-// The float32 binary ops BinaryF32ScalarSimd runs (Note [Scalar operands]).
-bool IsScalarBinaryF32(OpCode code) {
-  switch (code) {
-    case OpCode::kAdd: case OpCode::kSubtract: case OpCode::kMultiply: case OpCode::kDivide:
-    case OpCode::kMaximum: case OpCode::kMinimum: return true;
-    default: return false;
-  }
-}
-
 int64_t TileLength(int values_stored) {
   if (values_stored == 0) return kMaxTile;
   int64_t t = kL1Budget / (8 * values_stored) / kTile * kTile;
@@ -350,6 +341,7 @@ void MatchWidening(const Graph& g, FusedRegion& region) {
   const int last_slot = nin + nops - 1;
   region.widenable.assign(nin, false);
   region.rounded_tail = false;
+  region.binary_f32.assign(nops, false);
   auto reads = [&](int i, int slot) {
     const auto& slots = region.operand_slots[i];
     return std::find(slots.begin(), slots.end(), slot) != slots.end();
@@ -357,11 +349,11 @@ void MatchWidening(const Graph& g, FusedRegion& region) {
   auto plain = [&](int i) { return region.composite.empty() || region.composite[i] == FusedRegion::Composite::kNone; };
   const std::vector<int>& outs = region.output_slots;
   auto is_output = [&](int slot) { return std::find(outs.begin(), outs.end(), slot) != outs.end(); };
-  auto widening_op = [&](int i) {  // (asked with no elements: whether the kernel has the op)
+  for (int i = 0; i < nops; ++i) {  // (the kernel asked with no elements: whether it has the op)
     const Op& op = g.ops[region.ops[i]];
-    return plain(i) && op.type.dtype == DType::kF32 && region.operand_slots[i].size() == 2 &&
-           BinaryF32WideningSimd(op.code, nullptr, false, nullptr, false, nullptr, false, 0);
-  };
+    region.binary_f32[i] = plain(i) && op.type.dtype == DType::kF32 && region.operand_slots[i].size() == 2 &&
+                           BinaryF32WideningSimd(op.code, nullptr, false, nullptr, false, nullptr, false, 0);
+  }
   for (int k = 0; k < nin; ++k) {
     if (g.TypeOf(region.inputs[k]).dtype != DType::kBF16 || is_output(k)) continue;
     bool ok = true, read = false;
@@ -372,7 +364,7 @@ void MatchWidening(const Graph& g, FusedRegion& region) {
       const int slot = nin + i;
       ok = op.code == OpCode::kConvert && op.type.dtype == DType::kF32 && plain(i) && !is_output(slot);
       for (int j = 0; j < nops && ok; ++j)
-        if (reads(j, slot)) ok = widening_op(j);
+        if (reads(j, slot)) ok = region.binary_f32[j];
     }
     region.widenable[k] = ok && read;
   }
@@ -381,7 +373,7 @@ void MatchWidening(const Graph& g, FusedRegion& region) {
   const int prev = last_slot - 1;
   bool ok = last.code == OpCode::kConvert && last.type.dtype == DType::kBF16 &&
             g.TypeOf(last.operands[0]).dtype == DType::kF32 && plain(nops - 1) &&
-            region.operand_slots[nops - 1][0] == prev && widening_op(nops - 2) && !is_output(prev);
+            region.operand_slots[nops - 1][0] == prev && region.binary_f32[nops - 2] && !is_output(prev);
   for (int i = 0; i < nops - 1 && ok; ++i) ok = !reads(i, prev);
   region.rounded_tail = ok && std::count(outs.begin(), outs.end(), last_slot) == 1;
 }
@@ -488,17 +480,12 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
   int rounded_out = -1;  // the output the region's last binary op writes rounded (-1: none)
   for (int k = 0; k < nout && region.rounded_tail; ++k)
     if (out_slot[k] == last_slot && flat(operands[nin + k])) rounded_out = k;
-  // Note [Scalar operands]: per op, a bit for each operand of a float32 binary op that is a
-  // scalar's splat (bit 0: the first), which the op then reads as one value.
+  // Note [Scalar operands]: per float32 binary op, a bit for each operand that is a scalar's splat
+  // (bit 0: the first), which the op then reads as one value.
   uint8_t scalar_operands[kMaxRegionValues] = {};
   for (int i = 0; i < nops; ++i) {
-    const Op& op = g.ops[region.ops[i]];
     const auto& slots = region.operand_slots[i];
-    if (slots.size() != 2 || op.type.dtype != DType::kF32 || g.TypeOf(op.operands[0]).dtype != DType::kF32 ||
-        g.TypeOf(op.operands[1]).dtype != DType::kF32 || !IsScalarBinaryF32(op.code) ||
-        (composites && region.composite[i] != FusedRegion::Composite::kNone))
-      continue;
-    for (int j = 0; j < 2; ++j)
+    for (int j = 0; j < 2 && region.binary_f32[i]; ++j)
       if (slots[j] < nin && splat_of[slots[j]] >= 0 && !row_splat[slots[j]]) scalar_operands[i] |= 1 << j;
   }
   int store_of[kMaxRegionValues];

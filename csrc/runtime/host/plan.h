@@ -42,13 +42,17 @@ struct FusedRegion {
   // region ends in such an op and a convert of its result to bfloat16 that one output alone reads.
   std::vector<bool> widenable;
   bool rounded_tail = false;
+  // Per op, set with the composites, never stored: a float32 binary op that no composite covers
+  // and whose vector kernel may widen an operand (Note [Widening reads]) or hold a scalar one in a
+  // register (Note [Scalar operands], elementwise_simd.cc).
+  std::vector<bool> binary_f32;
 };
 
 // Finds the region's composites (Note [Region composites]); AssignRegionSlots calls it, and so
 // does reading a stored plan. Fills region.composite and composite_input, or leaves them empty.
 void MatchComposites(const Graph& g, FusedRegion& region);
-// Sets region.widenable and rounded_tail (Note [Widening reads]); MatchComposites calls it, after
-// the composites (a composite's ops never widen).
+// Sets region.binary_f32, widenable and rounded_tail (Note [Widening reads]); MatchComposites calls
+// it, after the composites (a composite's ops never widen).
 void MatchWidening(const Graph& g, FusedRegion& region);
 
 // A chain of ops that one row kernel computes (Note [Row chains], row_match.cc).

@@ -357,7 +357,7 @@ void SumFloat(const View& in, const Axes& kept, const Axes& red, bool leading_f3
             constexpr int64_t kRows = 16;
             for (int64_t r = rb; r < re; r += kRows)
               AddF32ColsRows(p + r * red[0].stride, red[0].stride, std::min(kRows, re - r), tot, len);
-            whole_blocks = true;  // done: the loop below has nothing left
+            rb = re;  // done
           }
         }
         Counter c(red, rb);
