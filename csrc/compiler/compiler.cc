@@ -4,6 +4,7 @@
 
 #include "base/hash.h"
 #include "base/options.h"
+#include "compiler/passes/bounded.h"
 #include "compiler/passes/dce.h"
 #include "compiler/passes/remat.h"
 #include "ir/verifier.h"
@@ -14,6 +15,7 @@ namespace tpu {
 Status Optimize(Graph& graph) {
   TPU_RETURN_IF_ERROR(Verify(graph));
   for (size_t i = 0; i < graph.ops.size(); ++i) graph.ops[i].src = static_cast<int32_t>(i);
+  TPU_RETURN_IF_ERROR(BoundedDimsPass().Run(graph).status());  // the host runs static shapes
   DcePass dce;
   TPU_ASSIGN_OR_RETURN(bool changed, dce.Run(graph));
   if (Flags().host_remat) {

@@ -16,6 +16,9 @@ int Builder::Add(OpCode code, SmallVector<int, 4> operands, TensorType type, Att
       operands.clear();
       break;
     }
+    if (types_[o].bounded && !BoundedOperandsAllowed(code) && status_.ok())
+      status_ = InvalidArgument(std::string("IR builder: ") + OpName(code) +
+                                " does not take an operand with a bounded dim (Note [Bounded dims in the IR])");
   }
   types_.push_back(type);
   param_index_.push_back(-1 - static_cast<int>(graph_.ops.size()));
@@ -28,6 +31,7 @@ int Builder::Add(OpCode code, SmallVector<int, 4> operands, TensorType type, Att
 }
 
 int Builder::Param(const TensorType& type) {
+  Check(!type.bounded, "a parameter is a dense buffer: it has no bounded dim");
   types_.push_back(type);
   param_index_.push_back(graph_.num_params());
   graph_.params.push_back(type);
@@ -42,6 +46,7 @@ int Builder::Constant(double value, DType dtype) {
 
 int Builder::Iota(const TensorType& type, int64_t dim) {
   Check(dim >= 0 && dim < type.rank(), "iota dimension out of range");
+  Check(!type.bounded, "an iota is static (set_dimension_size bounds it)");
   Attrs a;
   a.i = dim;
   return Add(OpCode::kIota, {}, type, std::move(a));
@@ -74,12 +79,13 @@ int Builder::Compare(CompareDirection dir, int x, int y) {
   Check(TypeOf(x) == TypeOf(y), "compare operands must have the same type");
   Attrs a;
   a.kind = static_cast<int64_t>(dir);
-  return Add(OpCode::kCompare, {x, y}, TensorType{DType::kBool, TypeOf(x).dims}, std::move(a));
+  return Add(OpCode::kCompare, {x, y}, TensorType{DType::kBool, TypeOf(x).dims, TypeOf(x).bounded}, std::move(a));
 }
 
 int Builder::Select(int pred, int on_true, int on_false) {
   Check(TypeOf(pred).dtype == DType::kBool, "select predicate must be i1");
-  Check(TypeOf(pred).dims == TypeOf(on_true).dims, "select predicate shape mismatch");
+  Check(TypeOf(pred).dims == TypeOf(on_true).dims && TypeOf(pred).bounded == TypeOf(on_true).bounded,
+        "select predicate shape mismatch");
   Check(TypeOf(on_true) == TypeOf(on_false), "select branches must have the same type");
   return Add(OpCode::kSelect, {pred, on_true, on_false}, TypeOf(on_true));
 }
@@ -98,9 +104,12 @@ int Builder::BroadcastInDim(int x, const Dims& out_dims, const Dims& bdims) {
             "broadcast_in_dim dimension mismatch");
     }
   }
+  TensorType t{in.dtype, out_dims};
+  for (int i = 0; i < in.rank() && i < static_cast<int>(bdims.size()); ++i)
+    if (in.IsBounded(i) && bdims[i] >= 0 && bdims[i] < 64) t.bounded |= uint64_t{1} << bdims[i];
   Attrs a;
   a.a = bdims;
-  return Add(OpCode::kBroadcastInDim, {x}, TensorType{in.dtype, out_dims}, std::move(a));
+  return Add(OpCode::kBroadcastInDim, {x}, std::move(t), std::move(a));
 }
 
 int Builder::BroadcastTo(int x, const Dims& out_dims) {
@@ -131,6 +140,7 @@ int Builder::Transpose(int x, const Dims& perm) {
   if (Check(static_cast<int>(perm.size()) == in.rank(), "permutation size != rank")) {
     for (int64_t p : perm) {
       if (!Check(p >= 0 && p < in.rank(), "permutation out of range")) break;
+      if (in.IsBounded(static_cast<int>(p))) t.bounded |= uint64_t{1} << t.dims.size();
       t.dims.push_back(in.dims[p]);
     }
   }
@@ -203,8 +213,11 @@ int Builder::Reduce(int x, int init, const Dims& dims, ReduceKind kind) {
   for (int64_t d : dims) {
     if (Check(d >= 0 && d < in.rank() && !reduced[d], "reduce dimension invalid")) reduced[d] = true;
   }
-  for (int i = 0; i < in.rank(); ++i)
-    if (!reduced[i]) t.dims.push_back(in.dims[i]);
+  for (int i = 0; i < in.rank(); ++i) {
+    if (reduced[i]) continue;
+    if (in.IsBounded(i)) t.bounded |= uint64_t{1} << t.dims.size();
+    t.dims.push_back(in.dims[i]);
+  }
   Attrs a;
   a.a = dims;
   std::sort(a.a.begin(), a.a.end());
@@ -244,17 +257,23 @@ int Builder::DotGeneral(int lhs, int rhs, const Dims& lb, const Dims& rb, const 
   };
   if (!Check(valid(l, lb, lc) && valid(r, rb, rc), "dot_general dimension numbers invalid"))
     return Add(OpCode::kDotGeneral, {lhs, rhs}, std::move(t));
+  // A bounded dim of either side stays bounded in the result (a batch or free dim) or is one the
+  // contraction ignores the padding of (a contracting dim; Note [Bounded dims in the IR]).
+  auto add_dim = [&t](int64_t size, bool bounded) {
+    if (bounded) t.bounded |= uint64_t{1} << t.dims.size();
+    t.dims.push_back(size);
+  };
   for (size_t i = 0; i < lb.size() && i < rb.size(); ++i) {
     Check(l.dims.at(lb[i]) == r.dims.at(rb[i]), "dot_general batch sizes differ");
-    t.dims.push_back(l.dims[lb[i]]);
+    add_dim(l.dims[lb[i]], l.IsBounded(static_cast<int>(lb[i])) || r.IsBounded(static_cast<int>(rb[i])));
   }
   for (size_t i = 0; i < lc.size() && i < rc.size(); ++i)
     Check(l.dims.at(lc[i]) == r.dims.at(rc[i]), "dot_general contracting sizes differ");
   auto is_in = [](const Dims& v, int64_t d) { return std::find(v.begin(), v.end(), d) != v.end(); };
   for (int i = 0; i < l.rank(); ++i)
-    if (!is_in(lb, i) && !is_in(lc, i)) t.dims.push_back(l.dims[i]);
+    if (!is_in(lb, i) && !is_in(lc, i)) add_dim(l.dims[i], l.IsBounded(i));
   for (int i = 0; i < r.rank(); ++i)
-    if (!is_in(rb, i) && !is_in(rc, i)) t.dims.push_back(r.dims[i]);
+    if (!is_in(rb, i) && !is_in(rc, i)) add_dim(r.dims[i], r.IsBounded(i));
   Attrs a;
   a.a = lb;
   a.b = rb;
@@ -451,12 +470,33 @@ int Builder::DynamicUpdateSlice(int x, int update, const std::vector<int>& start
   return Add(OpCode::kDynamicUpdateSlice, std::move(operands), in);
 }
 
+int Builder::GetDimensionSize(int x, int64_t dim) {
+  Check(dim >= 0 && dim < TypeOf(x).rank(), "get_dimension_size dimension out of range");
+  Attrs a;
+  a.i = dim;
+  return Add(OpCode::kGetDimensionSize, {x}, TensorType{DType::kI32, {}}, std::move(a));
+}
+
+int Builder::SetDimensionSize(int x, int size, int64_t dim) {
+  TensorType t = TypeOf(x);
+  Check(TypeOf(size) == (TensorType{DType::kI32, {}}), "set_dimension_size size must be an i32 scalar");
+  if (Check(dim >= 0 && dim < t.rank() && dim < 64, "set_dimension_size dimension out of range")) {
+    const Op* c = ProducerOf(size);
+    const bool at_bound = c && c->code == OpCode::kConstant && c->attrs.f == static_cast<double>(t.dims[dim]);
+    t.bounded = at_bound ? t.bounded & ~(uint64_t{1} << dim) : t.bounded | (uint64_t{1} << dim);
+  }
+  Attrs a;
+  a.i = dim;
+  return Add(OpCode::kSetDimensionSize, {x, size}, std::move(t), std::move(a));
+}
+
 int Builder::Append(const Op& op, SmallVector<int, 4> operands) {
   return Add(op.code, std::move(operands), op.type, op.attrs);
 }
 
 void Builder::Result(int v) {
-  if (Check(v >= 0 && v < static_cast<int>(types_.size()), "result is not a value"))
+  if (Check(v >= 0 && v < static_cast<int>(types_.size()), "result is not a value") &&
+      Check(!types_[v].bounded, "a result is a dense buffer: set its bounded dims to their bounds first"))
     graph_.results.push_back(v);
 }
 

@@ -67,7 +67,12 @@ class Builder {
   // i64 positions of a stable sort of x along `dim` (PyTorch's order: NaN sorts greatest, so
   // last ascending and first descending; equal keys keep their order).
   int Sort(int x, int64_t dim, bool descending);
-  int RngBits(int state, const Dims& dims);  // ui32 Philox bits; state: ui64[2] {seed, offset}
+  int RngBits(int state, const Dims& dims);
+  // Bounded dims (Note [Bounded dims in the IR], ir/types.h): x's dim `dim` read as a runtime i32
+  // size; x with that dim bounded at its size and `size` (an i32 scalar) elements at run time. A
+  // constant `size` equal to the bound makes the dim static again (the padded value).
+  int GetDimensionSize(int x, int64_t dim);
+  int SetDimensionSize(int x, int size, int64_t dim);  // ui32 Philox bits; state: ui64[2] {seed, offset}
   // x, once every element of `ok` (i1) is true; else the program fails with the kind's message
   // (Note [Check op]). Use the result in place of x.
   int Check(int x, int ok, CheckKind kind, const std::string& message = {});  // message: kAssert

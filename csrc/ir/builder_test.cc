@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include "base/bytes.h"
+#include "ir/serialize.h"
+#include "ir/verifier.h"
+
 namespace tpu {
 namespace {
 
@@ -372,6 +376,91 @@ TEST(BuilderTest, FirstErrorWins) {
   b.Binary(OpCode::kAdd, x, y);     // second error
   b.Result(b.Unary(OpCode::kExp, x));
   ExpectFinishError(b, "reshape changes the element count");
+}
+
+}  // namespace
+}  // namespace tpu
+
+namespace tpu {
+namespace {
+
+// Note [Bounded dims in the IR]: which ops take a bounded operand, how a bounded dim moves
+// through them, and that it is part of the type (equality, fingerprint, serialized form).
+TEST(BuilderBoundedTest, BoundedDimsFollowTheOpsThatTakeThem) {
+  Builder b;
+  int x = b.Param(TensorType{DType::kF32, {8, 3}});
+  int n = b.Param(TensorType{DType::kI32, {}});
+  int xb = b.SetDimensionSize(x, n, 0);
+  EXPECT_EQ(b.TypeOf(xb).bounded, 1u);
+  EXPECT_EQ(b.TypeOf(xb).dims, (Dims{8, 3}));
+  EXPECT_EQ(b.TypeOf(b.Unary(OpCode::kExp, xb)).bounded, 1u);
+  EXPECT_EQ(b.TypeOf(b.Compare(CompareDirection::kLT, xb, xb)).bounded, 1u);
+  EXPECT_EQ(b.TypeOf(b.Transpose(xb, {1, 0})).bounded, 2u);
+  EXPECT_EQ(b.TypeOf(b.BroadcastInDim(xb, {2, 8, 3}, {1, 2})).bounded, 2u);
+  EXPECT_EQ(b.TypeOf(b.Reduce(xb, b.Constant(0.0, DType::kF32), {1}, ReduceKind::kAdd)).bounded, 1u);
+  EXPECT_EQ(b.TypeOf(b.Reduce(xb, b.Constant(0.0, DType::kF32), {0}, ReduceKind::kAdd)).bounded, 0u);
+  EXPECT_EQ(b.TypeOf(b.DotGeneral(xb, xb, {}, {}, {0}, {0}, DType::kF32)).bounded, 0u);  // contracted
+  EXPECT_EQ(b.TypeOf(b.DotGeneral(xb, x, {}, {}, {1}, {1}, DType::kF32)).bounded, 1u);   // a free dim
+  // A constant size at the bound makes the dim static again; any other size keeps it bounded.
+  EXPECT_EQ(b.TypeOf(b.SetDimensionSize(xb, b.Constant(8, DType::kI32), 0)).bounded, 0u);
+  EXPECT_EQ(b.TypeOf(b.SetDimensionSize(xb, b.Constant(5, DType::kI32), 0)).bounded, 1u);
+  EXPECT_EQ(b.TypeOf(b.GetDimensionSize(xb, 0)), (TensorType{DType::kI32, {}}));
+  b.Result(b.Reduce(xb, b.Constant(0.0, DType::kF32), {0, 1}, ReduceKind::kAdd));
+  auto g = b.Finish();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(Verify(g.value()).ok());
+}
+
+TEST(BuilderBoundedTest, OpsThatCannotTakeABoundedDimAreErrors) {
+  struct Case {
+    const char* what;
+    void (*build)(Builder& b, int x, int xb, int n);
+    const char* message;
+  };
+  const Case cases[] = {
+      {"reshape", [](Builder& b, int, int xb, int) { b.Reshape(xb, {24}); }, "stablehlo.reshape does not take"},
+      {"slice", [](Builder& b, int, int xb, int) { b.Slice(xb, {0, 0}, {2, 3}, {1, 1}); }, "stablehlo.slice does not take"},
+      {"static and bounded", [](Builder& b, int x, int xb, int) { b.Binary(OpCode::kAdd, x, xb); }, "same type"},
+      {"bounded result", [](Builder& b, int, int xb, int) { b.Result(xb); }, "a result is a dense buffer"},
+      {"bounded parameter", [](Builder& b, int, int, int) { b.Param(TensorType{DType::kF32, {4}, 1}); },
+       "a parameter is a dense buffer"},
+      {"f32 size", [](Builder& b, int x, int, int) { b.SetDimensionSize(x, b.Constant(2, DType::kF32), 0); },
+       "size must be an i32 scalar"},
+      {"dimension", [](Builder& b, int, int xb, int) { b.GetDimensionSize(xb, 2); }, "dimension out of range"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    Builder b;
+    int x = b.Param(TensorType{DType::kF32, {8, 3}});
+    int n = b.Param(TensorType{DType::kI32, {}});
+    int xb = b.SetDimensionSize(x, n, 0);
+    c.build(b, x, xb, n);
+    auto g = b.Finish();
+    ASSERT_FALSE(g.ok());
+    EXPECT_NE(g.status().ToString().find(c.message), std::string::npos) << g.status().ToString();
+  }
+}
+
+TEST(BuilderBoundedTest, TheBoundIsPartOfTheTypeEverywhere) {
+  auto build = [](bool bounded) {
+    Builder b;
+    int x = b.Param(TensorType{DType::kF32, {8}});
+    int n = b.Param(TensorType{DType::kI32, {}});
+    int v = bounded ? b.SetDimensionSize(x, n, 0) : x;
+    b.Result(b.Reduce(b.Unary(OpCode::kExp, v), b.Constant(0.0, DType::kF32), {0}, ReduceKind::kAdd));
+    b.Result(n);
+    return std::move(b.Finish().value());
+  };
+  Graph bounded = build(true), plain = build(false);
+  EXPECT_NE(TensorType({DType::kF32, {8}, 1}), TensorType({DType::kF32, {8}}));
+  EXPECT_NE(Fingerprint(bounded), Fingerprint(plain));
+  ByteWriter w;
+  WriteGraph(bounded, w);
+  ByteReader r(w.bytes());
+  auto back = ReadGraph(r);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(StructurallyEqual(back.value(), bounded));
+  EXPECT_EQ(Fingerprint(back.value()), Fingerprint(bounded));
 }
 
 }  // namespace

@@ -25,7 +25,10 @@ uint64_t HashDims(uint64_t h, const Dims& v) {
 }
 
 uint64_t HashType(uint64_t h, const TensorType& t) {
-  return HashDims(HashStep(h, static_cast<uint64_t>(t.dtype)), t.dims);
+  // A bounded type adds a flag to the dtype word and its mask after the dims (static types hash
+  // as they always did).
+  h = HashDims(HashStep(h, static_cast<uint64_t>(t.dtype) | (t.bounded ? uint64_t{1} << 32 : 0)), t.dims);
+  return t.bounded ? HashStep(h, t.bounded) : h;
 }
 }  // namespace
 
@@ -87,8 +90,14 @@ std::string DimsToString(const Dims& dims) {
 
 std::string TensorType::ToString() const {
   std::string s = "tensor<";
-  for (int64_t d : dims) s += std::to_string(d) + "x";
-  return s + DTypeName(dtype) + ">";
+  for (int d = 0; d < rank(); ++d) s += (IsBounded(d) ? std::string("?") : std::to_string(dims[d])) + "x";
+  s += DTypeName(dtype);
+  if (bounded) {
+    s += ", #stablehlo.bounds<";
+    for (int d = 0; d < rank(); ++d) s += (d ? ", " : "") + (IsBounded(d) ? std::to_string(dims[d]) : std::string("?"));
+    s += ">";
+  }
+  return s + ">";
 }
 
 uint64_t Fingerprint(const Graph& g) {

@@ -27,6 +27,13 @@ inline bool IsElementwise(OpCode c) {
   return k == OpKind::Unary || k == OpKind::Binary || k == OpKind::Ternary;
 }
 
+// Whether `code` may take an operand with a bounded dim (Note [Bounded dims in the IR]):
+// elementwise ops, broadcast_in_dim, transpose, reduce, dot_general and the dimension-size ops.
+inline bool BoundedOperandsAllowed(OpCode c) {
+  return IsElementwise(c) || c == OpCode::kBroadcastInDim || c == OpCode::kTranspose || c == OpCode::kReduce ||
+         c == OpCode::kDotGeneral || c == OpCode::kGetDimensionSize || c == OpCode::kSetDimensionSize;
+}
+
 enum class CompareDirection : int64_t { kEQ, kNE, kLT, kLE, kGT, kGE };
 enum class ReduceKind : int64_t { kAdd, kMul, kMax, kMin, kAnd, kOr, kReplace };
 const char* CompareDirectionName(CompareDirection d);
@@ -112,9 +119,10 @@ template <typename AddWord>
 void HashOpWords(const Op& op, const SmallVector<int, 4>& operands, AddWord add);
 template <typename AddWord>
 void HashTypeWords(const TensorType& t, AddWord add) {
-  add(static_cast<uint64_t>(t.dtype));
+  add(static_cast<uint64_t>(t.dtype) | (t.bounded ? uint64_t{1} << 32 : 0));  // as HashType in graph.cc
   add(t.dims.size());
   for (int64_t d : t.dims) add(static_cast<uint64_t>(d));
+  if (t.bounded) add(t.bounded);
 }
 bool StructurallyEqual(const Graph& a, const Graph& b);
 

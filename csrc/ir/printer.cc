@@ -425,6 +425,10 @@ class Printer {
       case OpCode::kIota:
         os_ << " {iota_dimension = " << a.i << " : i64}";
         break;
+      case OpCode::kGetDimensionSize:
+      case OpCode::kSetDimensionSize:
+        os_ << " {dimension = " << a.i << " : i64}";
+        break;
       case OpCode::kCompare:
         os_ << " {comparison_direction = #stablehlo<comparison_direction "
             << CompareDirectionName(static_cast<CompareDirection>(a.kind)) << ">}";

@@ -51,6 +51,28 @@ TEST(PrinterTest, GoldenSmallGraph) {
   EXPECT_TRUE(Contains(text, "stablehlo.constant dense<2.00000000000000000e+00> : tensor<f32>"));
 }
 
+// Note [Bounded dims in the IR]: a bounded dim prints as `?` with its bound in
+// #stablehlo.bounds, and the dimension-size ops with their dimension.
+TEST(PrinterTest, BoundedDims) {
+  Builder b;
+  int x = b.Param(T(DType::kF32, {8, 3}));
+  int n = b.Param(T(DType::kI32, {}));
+  int xb = b.SetDimensionSize(x, n, 0);
+  b.Result(b.GetDimensionSize(b.Transpose(xb, {1, 0}), 1));
+  b.Result(b.Reduce(xb, b.Constant(0.0, DType::kF32), {0}, ReduceKind::kAdd));
+  const std::string text = PrintStableHlo(Finish(b));
+  EXPECT_TRUE(Contains(text, "%0 = \"stablehlo.set_dimension_size\"(%arg0, %arg1) {dimension = 0 : i64} : "
+                             "(tensor<8x3xf32>, tensor<i32>) -> tensor<?x3xf32, #stablehlo.bounds<8, ?>>\n"))
+      << text;
+  EXPECT_TRUE(Contains(text, "%1 = \"stablehlo.transpose\"(%0) {permutation = array<i64: 1, 0>} : "
+                             "(tensor<?x3xf32, #stablehlo.bounds<8, ?>>) -> tensor<3x?xf32, #stablehlo.bounds<?, 8>>\n"))
+      << text;
+  EXPECT_TRUE(Contains(text, "%2 = \"stablehlo.get_dimension_size\"(%1) {dimension = 1 : i64} : "
+                             "(tensor<3x?xf32, #stablehlo.bounds<?, 8>>) -> tensor<i32>\n"))
+      << text;
+  EXPECT_TRUE(Contains(text, "-> (tensor<i32>, tensor<3xf32>)")) << text;
+}
+
 TEST(PrinterTest, FunctionNameAndMultipleResults) {
   Builder b;
   int x = b.Param(T(DType::kI32, {4}));

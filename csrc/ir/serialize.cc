@@ -7,7 +7,7 @@
 namespace tpu {
 namespace {
 
-constexpr uint32_t kGraphFormat = 1;
+constexpr uint32_t kGraphFormat = 2;  // 2: types carry their bounded dims
 constexpr int kNumOpCodes = 0
 #define TPU_OP(e, name, arity, kind) +1
 #include "ir/ops.def"
@@ -35,6 +35,7 @@ Status ReadDims(ByteReader& r, Dims* d) {
 void WriteType(const TensorType& t, ByteWriter& w) {
   w.U8(static_cast<uint8_t>(t.dtype));
   WriteDims(t.dims, w);
+  w.U64(t.bounded);
 }
 
 Status ReadType(ByteReader& r, TensorType* t) {
@@ -45,6 +46,8 @@ Status ReadType(ByteReader& r, TensorType* t) {
   TPU_RETURN_IF_ERROR(ReadDims(r, &t->dims));
   for (int64_t d : t->dims)
     if (d < 0) return InvalidArgument("corrupt program: a negative dimension");
+  TPU_RETURN_IF_ERROR(r.U64(&t->bounded));
+  if (t->rank() < 64 && (t->bounded >> t->rank()) != 0) return InvalidArgument("corrupt program: a bounded dim past the rank");
   return Status::Ok();
 }
 

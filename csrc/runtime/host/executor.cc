@@ -97,6 +97,7 @@ Status RunKernel(const Op& op, const std::vector<View>& views, const View& out) 
     case OpCode::kAnd: case OpCode::kOr: case OpCode::kXor: case OpCode::kCompare:
     case OpCode::kSelect: case OpCode::kClamp: case OpCode::kBroadcastInDim:
     case OpCode::kReshape: case OpCode::kTranspose: case OpCode::kSlice: case OpCode::kDynamicSlice:
+    case OpCode::kGetDimensionSize: case OpCode::kSetDimensionSize:  // made static before planning
       break;
   }
   return Internal(std::string(OpName(op.code)) + " scheduled as a kernel step");
