@@ -29,13 +29,18 @@ int GeluChain(Builder& b, int x) {
   return b.Select(b.Compare(CompareDirection::kEQ, x, b.ScalarLike(-INFINITY, x)), b.ScalarLike(0.0, x), r);
 }
 
-// Which composites the plan of `b` runs, by kind (empty: none matched).
-std::vector<FusedRegion::Composite> CompositesOf(const ExecutablePtr& exe) {
-  std::vector<FusedRegion::Composite> out;
+// Which function composites (gelu, silu) the plan of `b` runs, by kind (empty: none matched);
+// with `chains`, the binary chains' lengths instead (Note [Binary chains]).
+std::vector<FusedRegion::Composite> CompositesOf(const ExecutablePtr& exe, std::vector<size_t>* chains = nullptr) {
+  using C = FusedRegion::Composite;
+  std::vector<C> out;
   const auto* host = static_cast<const HostExecutable*>(exe.get());
   for (const FusedRegion& r : host->regions)
-    for (FusedRegion::Composite c : r.composite)
-      if (c != FusedRegion::Composite::kNone && c != FusedRegion::Composite::kCovered) out.push_back(c);
+    for (size_t i = 0; i < r.composite.size(); ++i) {
+      if (r.composite[i] == C::kBinaryChain && chains) chains->push_back(r.chain[i].size());
+      if (r.composite[i] != C::kNone && r.composite[i] != C::kCovered && r.composite[i] != C::kBinaryChain)
+        out.push_back(r.composite[i]);
+    }
   return out;
 }
 
@@ -338,6 +343,151 @@ TEST(CompositeTest, BfloatGeluAndSiluRegionsRunAsOneKernelWithTheConvertsBits) {
 // whether its last binary op writes the rounded output, found with the composites. (The values
 // are the same either way: tests/python/test_bf16_elementwise.py checks the bits; this checks that
 // the faster path is taken, and where it must not be.)
+// Note [Binary chains]: float32 binary ops chained through values nothing else reads run as one
+// kernel, with the bits of the ops one by one.
+TEST(CompositeTest, BinaryChainsRunAsOneKernelWithTheOpsBits) {
+  const int64_t rows = 3, n = 70001;  // several tiles and a tail
+  const int64_t total = rows * n;
+  std::vector<float> xv(total), yv(total), zv(total), bias(n);
+  uint32_t state = 12345;
+  auto next = [&]() {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(static_cast<int32_t>(state >> 8) - (1 << 23)) / (1 << 20);
+  };
+  for (int64_t i = 0; i < total; ++i) xv[i] = next(), yv[i] = next(), zv[i] = next();
+  for (int64_t i = 0; i < n; ++i) bias[i] = next();
+  xv[5] = NAN, yv[6] = INFINITY, zv[7] = 0.0f, yv[7] = INFINITY, zv[8] = -0.0f, xv[9] = -INFINITY;
+  // Each op rounded on its own (volatile: the reference must not contract a multiply-add either).
+  auto maxf = [](float a, float b) { return std::isnan(a) || a > b ? a : b; };
+  auto minf = [](float a, float b) { return std::isnan(a) || a < b ? a : b; };
+  struct Case {
+    const char* what;
+    int (*build)(Builder& b, int x, int y, int z, int bias);
+    float (*ref)(float x, float y, float z, float bias);
+    size_t chain;
+  };
+  static decltype(maxf)* pmax = &maxf;
+  static decltype(minf)* pmin = &minf;
+  const Case cases[] = {
+      {"addcmul: x + (0.5 * y) * z",
+       [](Builder& b, int x, int y, int z, int) {
+         return b.Binary(OpCode::kAdd, x, b.Binary(OpCode::kMultiply, b.Binary(OpCode::kMultiply, b.ScalarLike(0.5, y), y), z));
+       },
+       [](float x, float y, float z, float) {
+         volatile float t = 0.5f * y;
+         volatile float u = t * z;
+         return x + u;
+       },
+       3},
+      {"addcdiv, the chain on the right: (y / z) * -2 - x, max with bias rows",
+       [](Builder& b, int x, int y, int z, int bias) {
+         int q = b.Binary(OpCode::kMultiply, b.Binary(OpCode::kDivide, y, z), b.ScalarLike(-2.0, y));
+         int r = b.Binary(OpCode::kSubtract, q, x);
+         return b.Binary(OpCode::kMaximum, b.BroadcastInDim(bias, {3, 70001}, {1}), r);
+       },
+       [](float x, float y, float z, float bias) {
+         volatile float q = y / z;
+         volatile float q2 = q * -2.0f;
+         volatile float r = q2 - x;
+         return (*pmax)(bias, r);
+       },
+       4},
+      {"min, then subtracted from z: a chain of two, the value on the right",
+       [](Builder& b, int x, int y, int z, int) { return b.Binary(OpCode::kSubtract, z, b.Binary(OpCode::kMinimum, x, y)); },
+       [](float x, float y, float z, float) {
+         volatile float m = (*pmin)(x, y);
+         return z - m;
+       },
+       2},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    Builder b;
+    int x = b.Param(T(DType::kF32, {rows, n})), y = b.Param(T(DType::kF32, {rows, n}));
+    int z = b.Param(T(DType::kF32, {rows, n})), bi = b.Param(T(DType::kF32, {n}));
+    b.Result(c.build(b, x, y, z, bi));
+    auto exe = CompileBuilder(b);
+    ASSERT_NE(exe, nullptr);
+    std::vector<size_t> chains;
+    EXPECT_TRUE(CompositesOf(exe, &chains).empty());
+    EXPECT_EQ(chains, std::vector<size_t>({c.chain}));
+    std::vector<float> out(total);
+    ASSERT_TRUE(RunExe(exe,
+                       Bindings(Bind(xv, DType::kF32, {rows, n}), Bind(yv, DType::kF32, {rows, n}),
+                                Bind(zv, DType::kF32, {rows, n}), Bind(bias, DType::kF32, {n})),
+                       Bindings(Bind(out, DType::kF32, {rows, n})))
+                    .ok());
+    int64_t differ = 0;
+    for (int64_t i = 0; i < total; ++i) {
+      const float want = c.ref(xv[i], yv[i], zv[i], bias[i % n]);
+      uint32_t a, w;
+      std::memcpy(&a, &out[i], 4);
+      std::memcpy(&w, &want, 4);
+      if (a != w && !(std::isnan(out[i]) && std::isnan(want))) ++differ;
+    }
+    EXPECT_EQ(differ, 0);
+  }
+  // An intermediate that is also a result, read twice, or a float64 chain: no chain over it.
+  {
+    Builder b;
+    int x = b.Param(T(DType::kF32, {n})), y = b.Param(T(DType::kF32, {n}));
+    int m = b.Binary(OpCode::kMultiply, x, y);
+    b.Result(b.Binary(OpCode::kAdd, m, x));
+    b.Result(m);
+    int sq = b.Binary(OpCode::kSubtract, x, y);
+    b.Result(b.Binary(OpCode::kMultiply, sq, sq));
+    Builder b64;
+    int x64 = b64.Param(T(DType::kF64, {n}));
+    b64.Result(b64.Binary(OpCode::kAdd, b64.Binary(OpCode::kMultiply, x64, x64), x64));
+    for (Builder* bb : {&b, &b64}) {
+      auto exe = CompileBuilder(*bb);
+      ASSERT_NE(exe, nullptr);
+      std::vector<size_t> chains;
+      CompositesOf(exe, &chains);
+      EXPECT_TRUE(chains.empty());
+    }
+  }
+  // bfloat16 addcmul as the lowering emits it (converts to float32 around the float32 ops): one
+  // chain that widens its leaves as it reads them and rounds into the output (the converts' bits),
+  // contiguous or not.
+  {
+    Builder b;
+    const TensorType bf = T(DType::kBF16, {rows, n});
+    int x = b.Param(bf), y = b.Param(bf), z = b.Param(bf);
+    auto f = [&](int v) { return b.Convert(v, DType::kF32); };
+    int yf = f(y);
+    int m = b.Binary(OpCode::kMultiply, b.Binary(OpCode::kMultiply, yf, b.ScalarLike(0.5, yf)), f(z));
+    b.Result(b.Convert(b.Binary(OpCode::kAdd, f(x), m), DType::kBF16));
+    auto exe = CompileBuilder(b);
+    ASSERT_NE(exe, nullptr);
+    std::vector<size_t> chains;
+    CompositesOf(exe, &chains);
+    EXPECT_EQ(chains, std::vector<size_t>({3}));
+    std::vector<uint16_t> xb(total), yb(total), zb(total), out(total);
+    for (int64_t i = 0; i < total; ++i) xb[i] = ToBf16(xv[i]), yb[i] = ToBf16(yv[i]), zb[i] = ToBf16(zv[i]);
+    for (bool strided : {false, true}) {  // strided: y read with a row stride (stored widened first)
+      SCOPED_TRACE(strided ? "y strided" : "contiguous");
+      std::vector<uint16_t> ys(strided ? 2 * total : total);
+      for (int64_t i = 0; i < total; ++i) ys[strided ? (i / n) * 2 * n + i % n : i] = yb[i];
+      ASSERT_TRUE(RunExe(exe,
+                         Bindings(Bind(xb, DType::kBF16, {rows, n}),
+                                  Bind(ys, DType::kBF16, {rows, n}, strided ? Dims{2 * n, 1} : Dims{}),
+                                  Bind(zb, DType::kBF16, {rows, n})),
+                         Bindings(Bind(out, DType::kBF16, {rows, n})))
+                      .ok());
+      int64_t differ = 0;
+      for (int64_t i = 0; i < total; ++i) {
+        volatile float t = FromBf16(yb[i]) * 0.5f;
+        volatile float u = t * FromBf16(zb[i]);
+        const float want = FromBf16(xb[i]) + u;
+        const uint16_t w = ToBf16(want);
+        if (out[i] != w && !(std::isnan(want) && std::isnan(FromBf16(out[i])))) ++differ;
+      }
+      EXPECT_EQ(differ, 0);
+    }
+  }
+}
+
 TEST(CompositeTest, WideningReadsAreFoundWhereOnlyBinaryOpsReadTheConverts) {
   auto region_of = [](Builder& b) {
     auto exe = CompileBuilder(b);

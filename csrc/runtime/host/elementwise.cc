@@ -354,6 +354,14 @@ void MatchWidening(const Graph& g, FusedRegion& region) {
     region.binary_f32[i] = plain(i) && op.type.dtype == DType::kF32 && region.operand_slots[i].size() == 2 &&
                            BinaryF32WideningSimd(op.code, nullptr, false, nullptr, false, nullptr, false, 0);
   }
+  // The ops of a binary chain widen their leaves too, and its last op may round into the output
+  // (Note [Binary chains], composite.cc).
+  std::vector<bool> widens = region.binary_f32;
+  std::vector<bool> chain_end(nops, false);
+  for (int i = 0; i < static_cast<int>(region.chain.size()); ++i) {
+    for (int p : region.chain[i]) widens[p] = true;
+    chain_end[i] = !region.chain[i].empty();
+  }
   for (int k = 0; k < nin; ++k) {
     if (g.TypeOf(region.inputs[k]).dtype != DType::kBF16 || is_output(k)) continue;
     bool ok = true, read = false;
@@ -364,7 +372,7 @@ void MatchWidening(const Graph& g, FusedRegion& region) {
       const int slot = nin + i;
       ok = op.code == OpCode::kConvert && op.type.dtype == DType::kF32 && plain(i) && !is_output(slot);
       for (int j = 0; j < nops && ok; ++j)
-        if (reads(j, slot)) ok = region.binary_f32[j];
+        if (reads(j, slot)) ok = widens[j];
     }
     region.widenable[k] = ok && read;
   }
@@ -373,7 +381,8 @@ void MatchWidening(const Graph& g, FusedRegion& region) {
   const int prev = last_slot - 1;
   bool ok = last.code == OpCode::kConvert && last.type.dtype == DType::kBF16 &&
             g.TypeOf(last.operands[0]).dtype == DType::kF32 && plain(nops - 1) &&
-            region.operand_slots[nops - 1][0] == prev && region.binary_f32[nops - 2] && !is_output(prev);
+            region.operand_slots[nops - 1][0] == prev && (region.binary_f32[nops - 2] || chain_end[nops - 2]) &&
+            !is_output(prev);
   for (int i = 0; i < nops - 1 && ok; ++i) ok = !reads(i, prev);
   region.rounded_tail = ok && std::count(outs.begin(), outs.end(), last_slot) == 1;
 }
@@ -594,6 +603,32 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
                             static_cast<const float*>(regs[region.composite_input2[i]]), static_cast<float*>(out), len);
       } else if (composite == C::kGeluErf) {
         GeluErfF32Simd(static_cast<const float*>(regs[region.composite_input[i]]), static_cast<float*>(out), len);
+      } else if (composite == C::kBinaryChain) {  // Note [Binary chains] (composite.cc)
+        const auto& positions = region.chain[i];
+        BinaryChainStep steps[kMaxBinaryChain];
+        int prev = -1;
+        for (size_t k = 0; k < positions.size(); ++k) {
+          const int p = positions[k];
+          BinaryChainStep& st = steps[k];
+          st.code = g.ops[region.ops[p]].code;
+          for (int side : {0, 1}) {
+            const int s = region.operand_slots[p][side];
+            if (prev >= 0 && s == nin + prev && st.acc < 0) {
+              st.acc = side;
+              continue;
+            }
+            st.in[side] = regs[s];
+            st.scalar[side] = s < nin && splat_of[s] >= 0 && !row_splat[s];
+            st.bf16[side] = widened[s];  // Note [Widening reads]
+          }
+          prev = p;
+        }
+        const bool rounded = rounded_out >= 0 && i == nops - 2;
+        if (rounded) {
+          const Operand& o = operands[nin + rounded_out];
+          out = o.base + off[nin + rounded_out] * o.elem;
+        }
+        BinaryChainF32Simd(steps, static_cast<int>(positions.size()), out, rounded, len);
       } else if (composite == C::kGeluErfBackward) {
         GeluErfBackwardF32Simd(static_cast<const float*>(regs[region.composite_input[i]]),
                                static_cast<const float*>(regs[region.composite_input2[i]]), static_cast<float*>(out), len);

@@ -371,6 +371,81 @@ bool BinaryF32Scalar(int code_int, const float* a, bool a_scalar, const float* b
   });
 }
 
+// Note [Binary chains] (composite.cc): each vector goes through every step in registers, each
+// step's result rounded (Rounded: never contracted with the next step into a multiply-add).
+template <bool OBf16>
+void BinaryChainOut(const BinaryChainStep* steps, int nsteps, void* out, int64_t n) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  // The chain over U vectors at element offset i, reading each array operand's vector u of step k
+  // through `at(k, side, u)`: U vectors per step, so U loads of each operand are in flight at once
+  // (one vector at a time, the loop waited on memory at every step).
+  auto chain = [&](auto unroll, auto at, V* acc) {
+    constexpr int U = decltype(unroll)::value;
+    for (int k = 0; k < nsteps; ++k) {
+      const BinaryChainStep& s = steps[k];
+      V a[U], b[U];
+      for (int side : {0, 1}) {
+        V* v = side == 0 ? a : b;
+        if (s.acc == side) {
+          for (int u = 0; u < U; ++u) v[u] = acc[u];
+        } else if (s.scalar[side]) {
+          for (int u = 0; u < U; ++u) v[u] = hn::Set(d, static_cast<const float*>(s.in[side])[0]);
+        } else {
+          for (int u = 0; u < U; ++u) v[u] = at(k, side, u);
+        }
+      }
+      WithBinaryF32(static_cast<int>(s.code), [&](auto f) {
+        for (int u = 0; u < U; ++u) acc[u] = Rounded(f(d, a[u], b[u]));
+      });
+    }
+  };
+  auto load = [&](int k, int side, int64_t at) {
+    const BinaryChainStep& s = steps[k];
+    return s.bf16[side] ? WidenBf16(d, static_cast<const uint16_t*>(s.in[side]) + at)
+                        : hn::LoadU(d, static_cast<const float*>(s.in[side]) + at);
+  };
+  auto store = [&](V v, int64_t at) {
+    if constexpr (OBf16) StoreBf16(d, v, static_cast<uint16_t*>(out) + at);
+    else hn::StoreU(v, d, static_cast<float*>(out) + at);
+  };
+  constexpr int kUnroll = 4;
+  V acc[kUnroll];
+  int64_t i = 0;
+  for (; i + kUnroll * N <= n; i += kUnroll * N) {
+    chain(std::integral_constant<int, kUnroll>(), [&](int k, int side, int u) { return load(k, side, i + u * N); }, acc);
+    for (int u = 0; u < kUnroll; ++u) store(acc[u], i + u * N);
+  }
+  for (; i + N <= n; i += N) {
+    chain(std::integral_constant<int, 1>(), [&](int k, int side, int) { return load(k, side, i); }, acc);
+    store(acc[0], i);
+  }
+  if (i < n) {  // the tail through zero-padded float32 copies of each array operand
+    HWY_ALIGN float t[kMaxBinaryChain][2][hn::MaxLanes(d)] = {};
+    HWY_ALIGN float to[hn::MaxLanes(d)];
+    for (int k = 0; k < nsteps && k < kMaxBinaryChain; ++k)
+      for (int side : {0, 1}) {
+        const BinaryChainStep& s = steps[k];
+        if (s.acc == side || s.scalar[side]) continue;
+        for (int64_t j = i; j < n; ++j)
+          t[k][side][j - i] = s.bf16[side] ? ScalarFromBf16(static_cast<const uint16_t*>(s.in[side])[j])
+                                           : static_cast<const float*>(s.in[side])[j];
+      }
+    chain(std::integral_constant<int, 1>(), [&](int k, int side, int) { return hn::Load(d, t[k][side]); }, acc);
+    hn::Store(acc[0], d, to);
+    for (int64_t j = i; j < n; ++j) {
+      if constexpr (OBf16) static_cast<uint16_t*>(out)[j] = ScalarToBf16(to[j - i]);
+      else static_cast<float*>(out)[j] = to[j - i];
+    }
+  }
+}
+
+void BinaryChainF32(const BinaryChainStep* steps, int nsteps, void* out, bool out_bf16, int64_t n) {
+  if (out_bf16) BinaryChainOut<true>(steps, nsteps, out, n);
+  else BinaryChainOut<false>(steps, nsteps, out, n);
+}
+
 // Map2 whose operands are float32 or bfloat16 (ABf16, BBf16), each bfloat16 one widened (exactly)
 // as it is read, and whose result is stored as float32 or rounded to bfloat16 (OBf16, nearest
 // even, as a convert rounds): Note [Widening reads] (elementwise.cc).
@@ -540,6 +615,7 @@ HWY_EXPORT(SplatU64);
 HWY_EXPORT(BinaryF32);
 HWY_EXPORT(BinaryF32Widening);
 HWY_EXPORT(BinaryF32Scalar);
+HWY_EXPORT(BinaryChainF32);
 HWY_EXPORT(CompareF32);
 HWY_EXPORT(CompareI64);
 HWY_EXPORT(BinaryI64);
@@ -586,6 +662,9 @@ bool BinaryF32WideningSimd(OpCode code, const void* a, bool a_bf16, const void* 
 bool BinaryF32ScalarSimd(OpCode code, const float* a, bool a_scalar, const float* b, bool b_scalar, float* out,
                          int64_t n) {
   return HWY_DYNAMIC_DISPATCH(BinaryF32Scalar)(static_cast<int>(code), a, a_scalar, b, b_scalar, out, n);
+}
+void BinaryChainF32Simd(const BinaryChainStep* steps, int nsteps, void* out, bool out_bf16, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(BinaryChainF32)(steps, nsteps, out, out_bf16, n);
 }
 void SplatU32Simd(uint32_t* r, int64_t n) { HWY_DYNAMIC_DISPATCH(SplatU32)(r, n); }
 void SplatU64Simd(uint64_t* r, int64_t n) { HWY_DYNAMIC_DISPATCH(SplatU64)(r, n); }

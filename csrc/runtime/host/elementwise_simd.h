@@ -19,6 +19,22 @@ bool BinaryF32WideningSimd(OpCode code, const void* a, bool a_bf16, const void* 
 // from its first element and held in a register (Note [Scalar operands], elementwise_simd.cc).
 bool BinaryF32ScalarSimd(OpCode code, const float* a, bool a_scalar, const float* b, bool b_scalar, float* out,
                          int64_t n);
+// One step of a chain of float32 binary ops (Note [Binary chains], composite.cc): op `code` (add,
+// subtract, multiply, divide, maximum, minimum) on operands in[0], in[1] -- each a float32 array,
+// a bfloat16 array widened as it is read where its bf16 flag says so (Note [Widening reads],
+// elementwise.cc), or one float32 value where its scalar flag says so -- except operand `acc`, the
+// previous step's result (-1 in the first step).
+struct BinaryChainStep {
+  OpCode code = OpCode::kAdd;
+  const void* in[2] = {nullptr, nullptr};
+  bool scalar[2] = {false, false};
+  bool bf16[2] = {false, false};
+  int acc = -1;
+};
+// out[i] = the chain's last value at i, computed in one pass with every op's own rounding, stored
+// as float32 or (out_bf16) rounded to bfloat16 as a convert rounds; at most kMaxBinaryChain steps.
+constexpr int kMaxBinaryChain = 8;
+void BinaryChainF32Simd(const BinaryChainStep* steps, int nsteps, void* out, bool out_bf16, int64_t n);
 // Wrapping integer add/sub/mul, and/or/xor, max/min (false for other ops).
 bool BinaryI64Simd(OpCode code, const int64_t* a, const int64_t* b, int64_t* out, int64_t n);
 bool BinaryI32Simd(OpCode code, const int32_t* a, const int32_t* b, int32_t* out, int64_t n);

@@ -154,6 +154,7 @@ std::string StepName(const HostExecutable& e, const Step& st, const std::vector<
       else if (c == FusedRegion::Composite::kGeluErfBackward) n += ", gelu backward";
       else if (c == FusedRegion::Composite::kSilu) n += ", silu";
       else if (c == FusedRegion::Composite::kSiluBackward) n += ", silu backward";
+      else if (c == FusedRegion::Composite::kBinaryChain) n += ", binary chain";
     n += ")";
     if (r.ops.size() <= 3) {
       n += ":";

@@ -28,10 +28,13 @@ struct FusedRegion {
   // Per op, empty when the region has none: kCovered ops do not run (only the chain reads their
   // values), and the composite op at a chain's last op computes that op's value from the slot
   // composite_input names.
-  enum class Composite : uint8_t { kNone, kCovered, kGeluErf, kGeluErfBackward, kSilu, kSiluBackward };
+  enum class Composite : uint8_t { kNone, kCovered, kGeluErf, kGeluErfBackward, kSilu, kSiluBackward, kBinaryChain };
   std::vector<Composite> composite;
   std::vector<int> composite_input;   // x's slot
   std::vector<int> composite_input2;  // kGeluErfBackward, kSiluBackward: dy's slot
+  // kBinaryChain (Note [Binary chains], composite.cc): the chain's ops (region positions) in order,
+  // ending at this op; empty for other ops. Set with the composites, never stored.
+  std::vector<SmallVector<int, 4>> chain;
   // Note [Composites from bfloat16] (elementwise.cc): the position of the region's one composite
   // (a gelu or silu) when the region is only bfloat16 -> float32, that chain, float32 -> bfloat16
   // into its one output; -1 otherwise. Set with the composites, never stored.
