@@ -12,9 +12,15 @@ graph in ``ep.graph_signature.input_specs`` order (parameters, buffers, constant
 user's inputs, flattened); with ``weights="constants"`` only the user's inputs, the rest inlined as
 dense constants. Results: the graph's outputs in ``output_specs`` order (buffer mutations first,
 then the user's outputs, flattened). Python numbers the ops take are constants of the program.
+
+Dynamic dims (``torch.export.Dim``) are not exported as such: the program is static, at the sizes of
+the inputs it is lowered with, and a ``UserWarning`` names the dims that were fixed. (The IR has
+StableHLO's bounded dims, Note [Bounded dims in the IR] in csrc/ir/types.h, but the ATen lowerings
+build static programs.)
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Optional, Sequence
 
 import torch
@@ -24,6 +30,26 @@ from . import _C, _compat
 __all__ = ["to_stablehlo"]
 
 _WEIGHTS = ("args", "constants")
+
+
+def _warn_dynamic_dims(ep, flat) -> None:
+    """Warns when the exported graph's inputs have symbolic sizes: they are fixed at `flat`'s."""
+    placeholders = [n for n in ep.graph.nodes if n.op == "placeholder"]
+    fixed = []
+    for i, (node, value) in enumerate(zip(placeholders, flat)):
+        meta = node.meta.get("val")
+        if not isinstance(meta, torch.Tensor) or not isinstance(value, torch.Tensor):
+            continue
+        for d, size in enumerate(meta.shape):
+            if isinstance(size, torch.SymInt):
+                sym = size.node.expr
+                rng = ep.range_constraints.get(sym)
+                where = f" in [{rng.lower}, {rng.upper}]" if rng is not None else ""
+                fixed.append(f"{node.name} dim {d} ({sym}{where}) = {value.shape[d]}")
+    if fixed:
+        warnings.warn("torch_tpu.export.to_stablehlo: the program has dynamic dims; it is exported as a static "
+                      "program at the sizes of the inputs it is lowered with: " + ", ".join(fixed) +
+                      " (dynamic dims are not exported as StableHLO dynamism yet)", UserWarning, stacklevel=3)
 
 
 def to_stablehlo(exported_program: "torch.export.ExportedProgram", weights: str = "args", *,
@@ -43,6 +69,7 @@ def to_stablehlo(exported_program: "torch.export.ExportedProgram", weights: str 
             raise ValueError("torch_tpu.export.to_stablehlo: the program keeps no example inputs; pass args=")
         args, kwargs = ep.example_inputs
     flat, kinds = _compat.exported_flat_inputs(ep, tuple(args or ()), dict(kwargs or {}))
+    _warn_dynamic_dims(ep, flat)
     device = torch.device("tpu", torch.tpu.current_device()) if device is None else torch.device(device)
     if device.type != "tpu":
         raise ValueError(f"torch_tpu.export.to_stablehlo: device must be a tpu device, got {device}")

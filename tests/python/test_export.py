@@ -6,6 +6,7 @@ with PyTorch's CPU result (xla_check's float32 tolerances, rtol=1e-5 atol=1e-6, 
 from __future__ import annotations
 
 import os
+import warnings
 
 import pytest
 import torch
@@ -144,3 +145,28 @@ def test_bad_arguments_are_named():
         torch_tpu.export.to_stablehlo(ep, weights="inline")
     with pytest.raises(ValueError, match="must be a tpu device"):
         torch_tpu.export.to_stablehlo(ep, device="cpu")
+
+
+def test_dynamic_dims_are_fixed_with_a_warning(clients, no_fallback):
+    """A program exported with a dynamic dim is exported at the lowering inputs' sizes, and says so;
+    the static program still computes the right values at that size."""
+
+    class M(nn.Module):
+        def forward(self, x):
+            return torch.softmax(x, dim=1).sum(1)
+
+    x = torch.randn(4, 16)
+    ep = torch.export.export(M(), (x,), dynamic_shapes={"x": {1: torch.export.Dim("s", min=2, max=64)}})
+    with pytest.warns(UserWarning, match=r"exported as a static program .*x dim 1 \(s\w* in \[2, 64\]\) = 16"):
+        text = torch_tpu.export.to_stablehlo(ep)
+    assert "tensor<4x16xf32>" in text
+    x9 = torch.randn(4, 9)
+    with pytest.warns(UserWarning, match=r"= 9 "):
+        text9 = torch_tpu.export.to_stablehlo(ep, args=(x9,))
+    for client in clients.values():
+        (got,) = run_on_xla(client, text9, [x9])
+        torch.testing.assert_close(got, M()(x9), rtol=1e-5, atol=1e-6)
+    static = torch.export.export(M(), (x,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch_tpu.export.to_stablehlo(static)
