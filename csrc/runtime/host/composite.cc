@@ -213,17 +213,11 @@ int Bf16Composite(const Graph& g, const FusedRegion& region) {
 // is one pass too. A chain is at most kMaxBinaryChain ops.
 
 bool ChainableOp(const Graph& g, const Op& op) {
-  switch (op.code) {
-    case OpCode::kAdd: case OpCode::kSubtract: case OpCode::kMultiply: case OpCode::kDivide:
-    case OpCode::kMaximum: case OpCode::kMinimum:
-      break;
-    default:
-      return false;
-  }
   if (op.type.dtype != DType::kF32 || op.operands.size() != 2) return false;
   for (int o : op.operands)
     if (g.TypeOf(o).dtype != DType::kF32) return false;
-  return true;
+  // The float32 binary ops with a vector kernel (asked with no elements), the chain's steps.
+  return BinaryF32WideningSimd(op.code, nullptr, false, nullptr, false, nullptr, false, 0);
 }
 
 void MatchBinaryChains(const Graph& g, const RegionMatcher& m, const FusedRegion& region,

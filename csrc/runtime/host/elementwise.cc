@@ -491,10 +491,14 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
     if (out_slot[k] == last_slot && flat(operands[nin + k])) rounded_out = k;
   // Note [Scalar operands]: per float32 binary op, a bit for each operand that is a scalar's splat
   // (bit 0: the first), which the op then reads as one value.
+  // Binary chain steps (Note [Binary chains], composite.cc) read their scalar operands so too.
+  bool chained[kMaxRegionValues] = {};
+  for (const auto& c : region.chain)
+    for (int p : c) chained[p] = true;
   uint8_t scalar_operands[kMaxRegionValues] = {};
   for (int i = 0; i < nops; ++i) {
     const auto& slots = region.operand_slots[i];
-    for (int j = 0; j < 2 && region.binary_f32[i]; ++j)
+    for (int j = 0; j < 2 && (region.binary_f32[i] || chained[i]); ++j)
       if (slots[j] < nin && splat_of[slots[j]] >= 0 && !row_splat[slots[j]]) scalar_operands[i] |= 1 << j;
   }
   int store_of[kMaxRegionValues];
@@ -596,6 +600,12 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
         const Operand& o = operands[nin + direct_out];
         out = o.base + off[nin + direct_out] * o.elem;
       }
+      // Note [Widening reads]: the region's last binary op (or binary chain) rounds into the output.
+      const bool rounded = rounded_out >= 0 && i == nops - 2;
+      if (rounded) {
+        const Operand& o = operands[nin + rounded_out];
+        out = o.base + off[nin + rounded_out] * o.elem;
+      }
       if (composite == C::kSilu) {
         SiluF32Simd(static_cast<const float*>(regs[region.composite_input[i]]), static_cast<float*>(out), len);
       } else if (composite == C::kSiluBackward) {
@@ -618,15 +628,10 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
               continue;
             }
             st.in[side] = regs[s];
-            st.scalar[side] = s < nin && splat_of[s] >= 0 && !row_splat[s];
+            st.scalar[side] = (scalar_operands[p] >> side) & 1;
             st.bf16[side] = widened[s];  // Note [Widening reads]
           }
           prev = p;
-        }
-        const bool rounded = rounded_out >= 0 && i == nops - 2;
-        if (rounded) {
-          const Operand& o = operands[nin + rounded_out];
-          out = o.base + off[nin + rounded_out] * o.elem;
         }
         BinaryChainF32Simd(steps, static_cast<int>(positions.size()), out, rounded, len);
       } else if (composite == C::kGeluErfBackward) {
@@ -636,11 +641,6 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
         const void* in[3];
         const auto& slots = region.operand_slots[i];
         for (size_t j = 0; j < slots.size(); ++j) in[j] = regs[slots[j]];
-        const bool rounded = rounded_out >= 0 && i == nops - 2;
-        if (rounded) {
-          const Operand& o = operands[nin + rounded_out];
-          out = o.base + off[nin + rounded_out] * o.elem;
-        }
         if (rounded || (slots.size() == 2 && (widened[slots[0]] || widened[slots[1]]))) {  // Note [Widening reads]
           BinaryF32WideningSimd(op.code, in[0], widened[slots[0]], in[1], widened[slots[1]], out, rounded, len);
         } else if (scalar_operands[i]) {  // Note [Scalar operands] (elementwise_simd.cc)
