@@ -118,6 +118,30 @@ def test_gather_and_scatter_with_a_full_size_index(mode, no_fallback, dim):
     check_same(lambda x, i: torch.zeros_like(x, dtype=torch.int64).scatter_add(dim, i, torch.ones_like(i)), x, i)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int32, torch.int8])
+@pytest.mark.parametrize("shape,dim", [((1024, 96), 1), ((3, 150, 97), 1), ((70, 33, 130), 0), ((2, 5000, 20), 1)])
+def test_gather_and_scatter_runs_of_pairs(mode, no_fallback, dtype, shape, dim):
+    # The batched kernels walk (position, column block of up to 64) pairs in chunks that may start
+    # inside a row of blocks: rows of one element (nll_loss's pick and its gradient's one-hot), 130
+    # and 97 columns (partial blocks), and enough pairs to split across threads.
+    x = make(shape, dtype)
+    ishape = list(shape)
+    ishape[dim] = 1 if shape == (1024, 96) else 3
+    g = torch.Generator().manual_seed(7)
+    i = torch.randint(0, shape[dim], ishape, generator=g)
+    src = make(ishape, dtype, seed=3)
+    check_same(lambda x, i: torch.gather(x, dim, i), x, i)
+    if ishape[dim] == 1:  # replacements: one index a position, so no order between duplicates
+        check_same(lambda x, i, s: x.scatter(dim, i, s), x, i, src)
+    if dtype != torch.bfloat16 and dtype != torch.int8:
+        check_same(lambda x, i, s: x.scatter_add(dim, i, s), x, i, src)
+        check_same(lambda x, i, s: x.scatter_reduce(dim, i, s, "amax", include_self=False), x, i, src)
+    bad = i.clone()
+    bad.view(-1)[bad.numel() // 2] = shape[dim]  # one index past the end, in the middle
+    with pytest.raises(RuntimeError, match=f"index {shape[dim]} is out of bounds for dimension {dim}"):
+        torch.gather(to_tpu(x), dim, to_tpu(bad)).cpu()
+
+
 @pytest.mark.parametrize("dtype", DTYPES + [torch.bool])
 def test_scatter(mode, no_fallback, dtype):
     x = make((4, 5), dtype)
