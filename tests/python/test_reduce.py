@@ -197,6 +197,39 @@ def test_ties_take_first_index(mode, no_fallback):
     check_same(lambda t: torch.argmax(t, 1), x.long())
 
 
+@pytest.mark.parametrize("n", [1, 5, 63, 64, 65, 128, 200, 2047, 9000, 70001])
+def test_float_arg_reductions_every_layout(mode, no_fallback, n):
+    # float32 argmax/argmin run in vector lanes (Note [Vector arg reductions]): rows shorter than
+    # four vectors, whole blocks and tails, rows long enough to be split between threads (9000,
+    # 70001 with few rows), columns (dim 0, a middle dim) in blocks of 256 and a partial block.
+    # Values from a small set make ties everywhere; NaNs (several per row, in some rows), signed
+    # zeros and infinities decide by the first index, as on the CPU.
+    g = torch.Generator().manual_seed(n)
+    rows = max(1, min(37, 300000 // n))
+    x = torch.randint(-3, 4, (rows, n), generator=g).float()
+    x[torch.rand(rows, n, generator=g) < 0.05] = 0.0
+    x[torch.rand(rows, n, generator=g) < 0.05] = -0.0
+    x[torch.rand(rows, n, generator=g) < 0.01] = INF
+    x[torch.rand(rows, n, generator=g) < 0.01] = -INF
+    y = x.clone()
+    nan_rows = torch.rand(rows, generator=g) < 0.5
+    y[nan_rows.unsqueeze(1) & (torch.rand(rows, n, generator=g) < 0.02)] = NAN
+    y[0, n // 2] = NAN  # at least one NaN, in the middle of a row
+    for t in (x, y):
+        for f in (torch.argmax, torch.argmin):
+            check_same(lambda t: f(t, 1), t)
+            check_same(lambda t: f(t.T.contiguous(), 0), t)  # columns
+            check_same(lambda t: f(t.reshape(rows, 1, n).expand(rows, 3, n).contiguous(), 1), t)  # middle dim, all tied
+            check_same(lambda t: f(t.T, 1), t)  # rows read through strides
+            check_same(lambda t: tuple(torch.max(t, 1)), t)
+            check_same(lambda t: tuple(torch.min(t.T.contiguous(), 0)), t)
+    # random values: one maximum per row, anywhere
+    z = torch.randn(rows, n, generator=g)
+    for f in (torch.argmax, torch.argmin):
+        check_same(lambda t: f(t, 1), z)
+        check_same(lambda t: f(t.T.contiguous(), 0), z)
+
+
 def test_nan_propagation(mode, no_fallback):
     x = torch.tensor([[1.0, NAN, 3.0, NAN], [1.0, 2.0, 3.0, 0.0], [NAN, -INF, INF, 2.0]])
     for f in (torch.amax, torch.amin):

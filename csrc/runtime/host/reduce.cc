@@ -12,6 +12,7 @@
 // types and i64 for wide ones); the result is then converted to the output's dtype.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -112,6 +113,7 @@ A Identity(ReduceKind k) {
 }
 
 constexpr int64_t kChunk = 256;  // elements converted or combined per inner step
+static_assert(kChunk <= kArgCols, "an arg reduction's column block must fit ArgF32Cols");
 
 // Combines n contiguous integer or bool elements into acc with the kind a compile-time constant:
 // the loop has no switch in it and vectorizes (a bool all() over attention rows of 64 ran a
@@ -647,6 +649,12 @@ void ArgTyped(bool is_max, const View& in, const Axes& kept, Axis red, int64_t* 
       for (int64_t t = b; t < e; ++t) {
         int64_t ko = t / chunks, j0 = (t % chunks) * kChunk, len = std::min(kChunk, inner - j0);
         const M* p = base + OffsetOf(kept, kept.size() - 1, ko) + j0;
+        if constexpr (std::is_same_v<M, float>) {
+          if (n <= INT32_MAX) {  // Note [Vector arg reductions]
+            ArgF32Cols(p, n, red.stride, len, is_max, out + ko * inner + j0);
+            continue;
+          }
+        }
         for (int64_t j = 0; j < len; ++j) bv[j] = Val(p[j]), bi[j] = 0;
         for (int64_t r = 1; r < n; ++r) {
           const M* q = p + r * red.stride;
@@ -661,6 +669,13 @@ void ArgTyped(bool is_max, const View& in, const Axes& kept, Axis red, int64_t* 
     return;
   }
   auto scan = [&](const M* p, int64_t lo, int64_t hi, V& bv, int64_t& bi) {
+    if constexpr (std::is_same_v<M, float>) {
+      if (red.stride == 1 && hi - lo <= INT32_MAX) {  // Note [Vector arg reductions]
+        bi = lo + ArgF32Row(p + lo, hi - lo, is_max);
+        bv = p[bi];
+        return;
+      }
+    }
     bv = Val(p[lo * red.stride]);
     bi = lo;
     for (int64_t r = lo + 1; r < hi && bv == bv; ++r) ArgStep<M>(is_max, Val(p[r * red.stride]), r, bv, bi);

@@ -67,6 +67,14 @@ void AddF32ColsRows(const float* x, int64_t stride, int64_t rows, double* acc, i
 void MaxF32Cols(const float* x, float* acc, int64_t n, bool is_max);
 void MaxF32ColsRows(const float* x, int64_t stride, int64_t rows, float* acc, int64_t n, bool is_max);
 
+// Note [Vector arg reductions] (reduce_simd.cc): argmax (is_max) / argmin of float32 as PyTorch's
+// CPU kernel: the first index of the best value, the first NaN's if there is one. Rows: n
+// contiguous floats, n < 2^31 (0 < n). Columns: len <= kArgCols adjacent columns over n >= 1 rows,
+// `stride` floats apart, n < 2^31.
+int64_t ArgF32Row(const float* x, int64_t n, bool is_max);
+constexpr int64_t kArgCols = 256;
+void ArgF32Cols(const float* p, int64_t n, int64_t stride, int64_t len, bool is_max, int64_t* out);
+
 // bfloat16 <-> float32. To bf16: round to nearest even, NaN -> 0x7FC0 (the quiet NaN).
 void Bf16ToF32(const uint16_t* x, float* out, int64_t n);
 void F32ToBf16(const float* x, uint16_t* out, int64_t n);
