@@ -230,6 +230,31 @@ def test_float_arg_reductions_every_layout(mode, no_fallback, n):
         check_same(lambda t: f(t.T.contiguous(), 0), z)
 
 
+@pytest.mark.parametrize("shape,dim", [((37, 3000), -1), ((5, 7, 130), (-2, -1)), ((64, 5), -1), ((3, 4100), 1)])
+def test_var_over_trailing_dims(mode, no_fallback, shape, dim):
+    # var / std / var_mean over trailing dims run their sums as one row step (row_match.cc
+    # Variance): contiguous and strided inputs (a transposed view read as rows), corrections 0-2,
+    # a large mean (cancellation), NaN and infinity in some rows; float64's results as reference
+    # where float32 CPU rounds differently (Welford there, two sums here).
+    g = torch.Generator().manual_seed(len(shape))
+    x = torch.randn(shape, generator=g) * 3 + 100.0
+    y = x.clone()
+    y.view(-1, y.shape[-1])[1, 3] = NAN
+    z = y.clone()
+    z.view(-1, z.shape[-1])[2, 0] = INF
+    for t in (x, y, z):
+        for c in (0, 1, 2):
+            check_same(lambda t: torch.var(t, dim, correction=c), t, rtol=1e-4, atol=1e-5)
+            check_same(lambda t: torch.std(t, dim, correction=c, keepdim=True), t, rtol=1e-4, atol=1e-5)
+    for t in (x, y):  # (with an infinity, CPU's var_mean gives a NaN mean, torch.mean inf; the device inf)
+        check_same(lambda t: torch.var_mean(t, dim), t, rtol=1e-4, atol=1e-5)
+    want = torch.var(x.double(), dim).float()
+    got = torch.var(to_tpu(x), dim).cpu()
+    torch.testing.assert_close(got, want, rtol=2e-5, atol=0)
+    xt = x.reshape(-1, x.shape[-1]).T.contiguous().T  # rows with a stride: read through a copy
+    torch.testing.assert_close(torch.var(to_tpu(xt), -1).cpu(), torch.var(xt.double(), -1).float(), rtol=2e-5, atol=0)
+
+
 def test_nan_propagation(mode, no_fallback):
     x = torch.tensor([[1.0, NAN, 3.0, NAN], [1.0, 2.0, 3.0, 0.0], [NAN, -INF, INF, 2.0]])
     for f in (torch.amax, torch.amin):

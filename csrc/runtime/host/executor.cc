@@ -191,6 +191,7 @@ Status RunRows(const RowStep& r, const std::vector<View>& views) {
     case RowKind::kLogSoftmax: return SoftmaxRows(views[r.x], r.dim, true, views[r.out]);
     case RowKind::kSoftmaxBackward: return SoftmaxBackwardRows(views[r.x], views[r.y], r.dim, false, views[r.out]);
     case RowKind::kLogSoftmaxBackward: return SoftmaxBackwardRows(views[r.x], views[r.y], r.dim, true, views[r.out]);
+    case RowKind::kVariance: return VarianceRows(views[r.x], r.dim, views[r.out], opt(r.mean));
     case RowKind::kLayerNorm:
     case RowKind::kRmsNorm: {
       const View& e = views[r.eps];

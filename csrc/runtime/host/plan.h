@@ -59,7 +59,7 @@ void MatchComposites(const Graph& g, FusedRegion& region);
 void MatchWidening(const Graph& g, FusedRegion& region);
 
 // A chain of ops that one row kernel computes (Note [Row chains], row_match.cc).
-enum class RowKind : uint8_t { kSoftmax, kLogSoftmax, kLayerNorm, kSoftmaxBackward, kLogSoftmaxBackward, kRmsNorm };
+enum class RowKind : uint8_t { kSoftmax, kLogSoftmax, kLayerNorm, kSoftmaxBackward, kLogSoftmaxBackward, kRmsNorm, kVariance };
 struct RowStep {
   RowKind kind = RowKind::kSoftmax;
   int x = -1;            // the chain's input value (softmax backward: the gradient)
@@ -68,7 +68,8 @@ struct RowStep {
   int dim = 0;           // the row dim of x (layer norm: the first normalized dim)
   // Layer norm: weight, bias and eps (a rank-0 value) read, mean and rstd (the per-row
   // statistics, read by ops outside the chain) written; -1 where the chain has none. RMS norm:
-  // weight, eps and rstd likewise.
+  // weight, eps and rstd likewise. Variance: out is the sum of squared deviations, mean as layer
+  // norm's.
   int weight = -1, bias = -1, eps = -1, mean = -1, rstd = -1;
   // Softmax: the value (rank-0 float32) of the rows whose every x is -inf when the chain ends in
   // the safe-softmax guard (Note [Safe softmax rows], row_kernels.cc); -1 without one.

@@ -144,12 +144,14 @@ void SumF32RowGroupImpl(const float* const* rows, int64_t cnt, int64_t n, double
 // their sum's lanes (Note [Interleaved lane sums]) and the output is written once: x is read
 // three times (L1/L2-resident for a group) and nothing else is stored. A product that an add
 // reads passes through Rounded() (no fused multiply-add).
-void LayerNormGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, int64_t n, const float* w,
-                           const float* b, float eps, float* mu, float* rs) {
-  const hn::CappedTag<float, 16> d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+// The first two steps of a layer norm's or a variance's chain for a group of rows: mu[k] = the
+// row's sum / n (a float32 sum, divided in float32), sums[k] = the Note [Float sums] total of the
+// squared deviations (x - mu)^2, each difference and square rounded to float32 as the chain's
+// elementwise ops round them.
+template <class D>
+HWY_INLINE void MeanAndSquaredDeviations(D d, const float* const* x, int64_t cnt, int64_t n, float* mu,
+                                         double* sums) {
   const float fn = static_cast<float>(n);
-  double sums[kSumRowGroup];
   RowSums(
       d, cnt, n, [&](auto dv, int64_t k, int64_t i) { return hn::LoadU(dv, x[k] + i); },
       [&](int64_t k, int64_t i) { return x[k][i]; }, sums);
@@ -165,6 +167,15 @@ void LayerNormGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, 
         return RoundedScalar(v * v);
       },
       sums);
+}
+
+void LayerNormGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, int64_t n, const float* w,
+                           const float* b, float eps, float* mu, float* rs) {
+  const hn::CappedTag<float, 16> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const float fn = static_cast<float>(n);
+  double sums[kSumRowGroup];
+  MeanAndSquaredDeviations(d, x, cnt, n, mu, sums);
   for (int64_t k = 0; k < cnt; ++k) {
     const float r = rs[k] = 1.0f / std::sqrt(static_cast<float>(0.0 + sums[k]) / fn + eps);
     const float m = mu[k];
@@ -185,6 +196,17 @@ void LayerNormGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, 
       yr[i] = v;
     }
   }
+}
+
+// A variance's chain (row_match.cc Variance) for a group of rows: mu[k] and ss[k] = the float32
+// sum of the squared deviations, as MeanAndSquaredDeviations computes them for a layer norm: x is
+// read twice from L1/L2 and nothing is stored but the two per-row values (the chain wrote the
+// squared deviations out and read them back).
+void SquaredDeviationsGroupF32Impl(const float* const* x, int64_t cnt, int64_t n, float* mu, float* ss) {
+  const hn::CappedTag<float, 16> d;
+  double sums[kSumRowGroup];
+  MeanAndSquaredDeviations(d, x, cnt, n, mu, sums);
+  for (int64_t k = 0; k < cnt; ++k) ss[k] = static_cast<float>(0.0 + sums[k]);
 }
 
 void RmsNormGroupF32Impl(const float* const* x, float* const* y, int64_t cnt, int64_t n, const float* w,
@@ -724,6 +746,7 @@ HWY_EXPORT(AddF32LanesImpl);
 HWY_EXPORT(SumF32RowGroupImpl);
 HWY_EXPORT(LayerNormGroupF32Impl);
 HWY_EXPORT(RmsNormGroupF32Impl);
+HWY_EXPORT(SquaredDeviationsGroupF32Impl);
 HWY_EXPORT(SoftmaxGroupF32Impl);
 HWY_EXPORT(SoftmaxGroupBf16Impl);
 HWY_EXPORT(SoftmaxBackwardGroupF32Impl);
@@ -793,6 +816,9 @@ double SumF32Lanes(const float* x, int64_t n) {
 void LayerNormGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_t n, const float* w,
                        const float* b, float eps, float* mu, float* rs) {
   HWY_DYNAMIC_DISPATCH(LayerNormGroupF32Impl)(x, y, cnt, n, w, b, eps, mu, rs);
+}
+void SquaredDeviationsGroupF32(const float* const* x, int64_t cnt, int64_t n, float* mu, float* ss) {
+  HWY_DYNAMIC_DISPATCH(SquaredDeviationsGroupF32Impl)(x, cnt, n, mu, ss);
 }
 void RmsNormGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_t n, const float* w, float eps,
                      float* rs) {

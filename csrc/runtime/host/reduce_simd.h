@@ -35,6 +35,9 @@ void SumF32RowGroup(const float* const* rows, int64_t cnt, int64_t n, double* ou
 // 1 / sqrt(sum((x[k] - mu[k])^2) / n + eps). y may be x.
 void LayerNormGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_t n, const float* w,
                        const float* b, float eps, float* mu, float* rs);
+// A variance's sums: mu[k] = sum(x[k]) / n and ss[k] = sum((x[k] - mu[k])^2), as layer norm computes
+// them (the same bits as its chain's ops).
+void SquaredDeviationsGroupF32(const float* const* x, int64_t cnt, int64_t n, float* mu, float* ss);
 // RMS norm: y[k] = x[k] * rs[k] (* w), rs[k] = 1 / sqrt(sum(x[k]^2) / n + eps). y may be x.
 void RmsNormGroupF32(const float* const* x, float* const* y, int64_t cnt, int64_t n, const float* w, float eps,
                      float* rs);

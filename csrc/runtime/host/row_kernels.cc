@@ -489,6 +489,32 @@ Status LayerNormRows(const View& x, int axis, const View* weight, const View* bi
   return Status::Ok();
 }
 
+Status VarianceRows(const View& x, int axis, const View& ss, const View* mean) {
+  const int rank = static_cast<int>(x.dims.size());
+  std::vector<char> xb;
+  const View xm = axis >= 0 && axis <= rank && !RowDimsMerge(x, axis, rank) ? Contiguous(x, x.dtype, xb) : x;
+  RowSet X, S, M;
+  TPU_RETURN_IF_ERROR(Rows(xm, axis, rank, &X, "input"));
+  TPU_RETURN_IF_ERROR(PerRow(ss, xm, axis, rank, &S, "sum of squares"));
+  if (mean) TPU_RETURN_IF_ERROR(PerRow(*mean, xm, axis, rank, &M, "mean"));
+  const int64_t n = X.n;
+  const int64_t G = NormGroupRows(n);  // Note [Norm row groups]
+  ForRows(X.rows, n, G, [&](int64_t r0, int64_t r1, float* xbuf) {
+    const float* rows[kSumRowGroup];
+    float mus[kSumRowGroup], sss[kSumRowGroup];
+    for (int64_t g0 = r0; g0 < r1; g0 += G) {
+      const int64_t cnt = std::min(G, r1 - g0);
+      ReadRows(X, g0, cnt, xbuf, rows);
+      SquaredDeviationsGroupF32(rows, cnt, n, mus, sss);
+      for (int64_t k = 0; k < cnt; ++k) {
+        SetScalar(S, g0 + k, sss[k]);
+        if (mean) SetScalar(M, g0 + k, mus[k]);
+      }
+    }
+  });
+  return Status::Ok();
+}
+
 Status LayerNormBackwardRows(const View& g, const View& x, int axis, const View& mean,
                              const View& rstd, const View* weight, const View* dx, const View* dw,
                              const View* db) {

@@ -40,6 +40,11 @@ Status SoftmaxBackwardRows(const View& g, const View& y, int dim, bool log, cons
 Status LayerNormRows(const View& x, int axis, const View* weight, const View* bias, double eps,
                      const View& y, const View* mean, const View* rstd);
 
+// The sums of a variance over dims [axis, rank) (reduce_stats.cc LowerVar): mu = reduce_add(x)/n;
+//   ss = reduce_add((x - mu) * (x - mu)). The divide by n - correction stays outside the chain.
+//   mean: null when not wanted.
+Status VarianceRows(const View& x, int axis, const View& ss, const View* mean);
+
 // IR (norm.cc layer_norm_backward), xhat = (x - mu) * r, gw = g * w:
 //   dx = r * (gw - mean(gw) - xhat * mean(gw * xhat)); dw = sum_rows(g * xhat); db = sum_rows(g)
 // dx, dw, db: null when not wanted.

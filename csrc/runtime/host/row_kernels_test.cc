@@ -318,6 +318,59 @@ TEST(RowKernelsTest, LayerNormChainPlannedAsARowStepEqualsTheChain) {
   }
 }
 
+TEST(RowKernelsTest, VarianceChainPlannedAsARowStepEqualsTheChain) {
+  // reduce_stats.cc LowerVar's chain: the mean, the squared deviations' sum, divided by a runtime
+  // divisor (n - correction). Planned whole the sums are one row step (the divide stays outside);
+  // with the squared deviations also a result the planner keeps the chain; both give the same
+  // bits. The mean also a result (var_mean) or not; over the last dim and the last two; rows
+  // shorter than a lane group, in groups, and longer than a lane block (Note [Norm row groups]).
+  for (const int64_t N : {int64_t{7}, int64_t{130}, int64_t{1024}, int64_t{3000}, int64_t{4100}}) {
+    for (const int axis : {1, 2}) {
+      for (const bool with_mean : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << N << " axis " << axis << " mean " << with_mean);
+        const int64_t A = 6, B = axis == 1 ? 3 : 11, rows = axis == 1 ? A : A * B, n = axis == 1 ? B * N : N;
+        std::vector<float> x = Values(A * B * N, 4, 3.0f), div{static_cast<float>(n - 1)};
+        for (size_t i = 0; i < x.size(); i += 5) x[i] += 1000.0f;  // a large mean: cancellation in x - mu
+        std::vector<float> var[2], mean[2], sq_out(A * B * N);
+        for (int keep_chain = 0; keep_chain < 2; ++keep_chain) {
+          Builder b;
+          int p = b.Param(T(F, {A, B, N}));
+          int pd = b.Param(T(F, {}));
+          Dims red = axis == 1 ? Dims{1, 2} : Dims{2}, kept = axis == 1 ? Dims{0} : Dims{0, 1};
+          Dims out_dims = axis == 1 ? Dims{A} : Dims{A, B};
+          int sum = b.Reduce(p, b.Constant(0.0, F), red, ReduceKind::kAdd);
+          int mu = b.Binary(OpCode::kDivide, sum, b.ScalarLike(static_cast<double>(n), sum));
+          int xc = b.Binary(OpCode::kSubtract, p, b.BroadcastInDim(mu, {A, B, N}, kept));
+          int sq = b.Binary(OpCode::kMultiply, xc, xc);
+          int ss = b.Reduce(sq, b.Constant(0.0, F), red, ReduceKind::kAdd);
+          b.Result(b.Binary(OpCode::kDivide, ss, b.BroadcastTo(pd, out_dims)));
+          if (with_mean) b.Result(mu);
+          if (keep_chain) b.Result(sq);
+          var[keep_chain].resize(rows);
+          mean[keep_chain].resize(rows);
+          std::vector<Binding> results = Bindings(Bind(var[keep_chain], F, out_dims));
+          if (with_mean) results.push_back(Bind(mean[keep_chain], F, out_dims));
+          if (keep_chain) results.push_back(Bind(sq_out, F, {A, B, N}));
+          Status st = RunWithRowSteps(b, keep_chain ? 0 : 1, Bindings(Bind(x, F, {A, B, N}), Bind(div, F, {})),
+                                      std::move(results));
+          ASSERT_TRUE(st.ok()) << st.ToString();
+        }
+        for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(var[0][r], var[1][r]) << r;
+        if (with_mean) {
+          EXPECT_EQ(mean[0], mean[1]);
+        }
+        for (int64_t r = 0; r < rows; ++r) {  // and against float64
+          double m = 0, v = 0;
+          for (int64_t j = 0; j < n; ++j) m += x[r * n + j];
+          m /= n;
+          for (int64_t j = 0; j < n; ++j) v += (x[r * n + j] - m) * (x[r * n + j] - m);
+          ASSERT_NEAR(var[0][r], v / (n - 1), 1e-4 * v / (n - 1)) << r;
+        }
+      }
+    }
+  }
+}
+
 TEST(RowKernelsTest, RmsNormChainPlannedAsARowStepEqualsTheChain) {
   // norm.cc's _fused_rms_norm chain (eps an argument, a weight, rstd read through a reshape), and
   // the keepdim form models write by hand (weight * (x * rsqrt(mean(x^2, keepdim) + eps))); rows

@@ -341,6 +341,43 @@ class Matcher : public GraphUses {
     return true;
   }
 
+  // A variance's sums anchored at the first sum (reduce_stats.cc LowerVar, over trailing dims):
+  //   mu = sum(x)/n; ss = sum((x - bcast(mu)) * (x - bcast(mu))). The step writes ss (and mu when
+  //   ops outside the chain read it: var_mean); the divide by n - correction and std's sqrt
+  //   stay outside.
+  bool Variance(int i, RowStep* out) const {
+    int x, axis;
+    const int d1 = TrailingMean(i, &x, &axis);
+    if (d1 < 0) return false;
+    const Dims& full = g_.TypeOf(x).dims;
+    const int mu = Value(d1);
+    int bmu = -1;
+    for (int u : Users(mu))
+      if (IsBroadcastPart(u, mu, full, axis, true)) bmu = u;
+    if (bmu < 0 || !Inner(Value(bmu), 1)) return false;
+    int sub = Sole(Value(bmu));
+    if (sub < 0 || !Is(sub, OpCode::kSubtract, x, Value(bmu))) return false;
+    const int xc = Value(sub);
+    int sq = Sole(xc);
+    if (sq < 0 || result_[xc] || !Is(sq, OpCode::kMultiply, xc, xc) || result_[Value(sq)]) return false;
+    int r2 = Sole(Value(sq)), in2, axis2;
+    if (r2 < 0 || !IsTrailingSum(r2, &in2, &axis2) || axis2 != axis) return false;
+    std::vector<int> ops = {i, d1, bmu, sub, sq, r2};
+    for (int k : ops)
+      if (g_.ops[k].type.dtype != DType::kF32) return false;
+    // The mean is read outside the chain only after it (the step runs at its last op).
+    for (int u : Users(mu))
+      if (std::find(ops.begin(), ops.end(), u) == ops.end() && u < r2) return false;
+    for (int k : {d1, i, r2}) Absorb(g_.ops[k].operands[1], &ops);
+    out->kind = RowKind::kVariance;
+    out->x = x;
+    out->out = Value(r2);
+    out->dim = axis;
+    out->mean = Users(mu).size() > 1 || result_[mu] ? mu : -1;
+    out->ops = std::move(ops);
+    return true;
+  }
+
   // softmax / log_softmax backward anchored at its sum (softmax.cc Backward):
   //   softmax: dx = y * (g - bcast(sum(g * y)));  log_softmax: dx = g - exp(y) * bcast(sum(g))
   bool SoftmaxBackward(int i, RowStep* out) const {
@@ -528,6 +565,7 @@ const char* RowKindName(RowKind k) {
     case RowKind::kRmsNorm: return "rms_norm rows";
     case RowKind::kSoftmaxBackward: return "softmax backward rows";
     case RowKind::kLogSoftmaxBackward: return "log_softmax backward rows";
+    case RowKind::kVariance: return "variance rows";
   }
   return "rows";
 }
@@ -543,7 +581,9 @@ std::vector<RowStep> MatchRowChains(const Graph& g) {
   for (int i = 0; i < static_cast<int>(g.ops.size()); ++i) {
     if (taken[i] || g.ops[i].code != OpCode::kReduce) continue;
     RowStep r;
-    if (!m.Softmax(i, &r) && !m.LayerNorm(i, &r) && !m.RmsNorm(i, &r) && !m.SoftmaxBackward(i, &r)) continue;
+    if (!m.Softmax(i, &r) && !m.LayerNorm(i, &r) && !m.RmsNorm(i, &r) && !m.SoftmaxBackward(i, &r) &&
+        !m.Variance(i, &r))
+      continue;
     bool overlaps = false;
     for (int k : r.ops) overlaps |= taken[k];
     if (overlaps) continue;  // (a constant two chains share is no one's)
