@@ -230,6 +230,21 @@ def test_float_arg_reductions_every_layout(mode, no_fallback, n):
         check_same(lambda t: f(t.T.contiguous(), 0), z)
 
 
+def test_float_arg_reductions_down_long_rows(mode, no_fallback):
+    # Long rows (>= 4 blocks of 256 columns), few outer positions and many rows: the rows are split
+    # into ranges merged in order (reduce.cc ArgTyped). Ties across ranges take the first row, a
+    # NaN the first NaN's row.
+    g = torch.Generator().manual_seed(11)
+    x = torch.randint(-2, 3, (2, 301, 1100), generator=g).float()
+    x[torch.rand(x.shape, generator=g) < 0.002] = NAN
+    x[:, :, 7] = 5.0  # every row ties in this column: row 0 wins
+    x[1, 250:, 9] = 9.0  # a tie inside the last range only
+    for f in (torch.argmax, torch.argmin):
+        check_same(lambda t: f(t, 1), x)
+        check_same(lambda t: f(t[0], 0), x)
+        check_same(lambda t: tuple(torch.max(t, 1)), x)
+
+
 @pytest.mark.parametrize("shape,dim", [((37, 3000), -1), ((5, 7, 130), (-2, -1)), ((64, 5), -1), ((3, 4100), 1)])
 def test_var_over_trailing_dims(mode, no_fallback, shape, dim):
     # var / std / var_mean over trailing dims run their sums as one row step (row_match.cc

@@ -643,6 +643,40 @@ void ArgTyped(bool is_max, const View& in, const Axes& kept, Axis red, int64_t* 
   if (!kept.empty() && kept.back().stride == 1 && red.stride != 1 && n > 1) {
     // Columns: a block of adjacent outputs per task, one contiguous load per position.
     const int64_t inner = kept.back().size, chunks = (inner + kChunk - 1) / kChunk;
+    if constexpr (std::is_same_v<M, float>) {
+      // Few outer positions, long rows and many of them (a (2048, 2048) argmax over dim 0: each
+      // block of 256 columns a walk down 2048 rows 8 KiB apart, 520-600 us): the rows are split
+      // into ranges instead, each range read front to back, row by row, into its own running bests
+      // of all the columns (330 us), and the ranges' answers merged in order (an earlier range
+      // wins a tie). Rows of a block or two (a (1024, 512) bias-shaped argmax) walk as before.
+      const int64_t outer = outputs / inner, threads = pool.num_threads();
+      if (big && n <= INT32_MAX && chunks >= 4 && outer < 2 * threads && n >= 64 * threads) {
+        const int64_t pieces = std::min<int64_t>(2 * threads, n / 32);
+        std::vector<float> pv(pieces * outputs);
+        std::vector<int32_t> pi(pieces * outputs);
+        pool.ParallelFor(pieces * outer, 1, [&](int64_t b, int64_t e) {
+          for (int64_t t = b; t < e; ++t) {
+            const int64_t o = t / pieces, s = t % pieces, r0 = s * n / pieces, r1 = (s + 1) * n / pieces;
+            const M* p = base + OffsetOf(kept, kept.size() - 1, o);
+            float* bv = pv.data() + t * inner;
+            int32_t* bi = pi.data() + t * inner;
+            std::copy(p + r0 * red.stride, p + r0 * red.stride + inner, bv);
+            std::fill(bi, bi + inner, static_cast<int32_t>(r0));
+            for (int64_t r = r0 + 1; r < r1; ++r)
+              ArgF32ColsStep(p + r * red.stride, inner, is_max, bv, bi, static_cast<int32_t>(r));
+          }
+        });
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t j = 0; j < inner; ++j) {
+            const int64_t at = o * pieces * inner + j;
+            float bv = pv[at];
+            int64_t bi = pi[at];
+            for (int64_t s = 1; s < pieces; ++s) ArgStep<M>(is_max, pv[at + s * inner], pi[at + s * inner], bv, bi);
+            out[o * inner + j] = bi;
+          }
+        return;
+      }
+    }
     auto body = [&](int64_t b, int64_t e) {
       V bv[kChunk];
       int64_t bi[kChunk];

@@ -650,30 +650,38 @@ int64_t ArgF32RowImpl(const float* x, int64_t n, bool is_max) {
   return is_max ? ArgF32RowOf<true>(x, n) : ArgF32RowOf<false>(x, n);
 }
 
-// Columns: out[j] = the Note's index over r < n of p[r * stride + j], j < len <= kArgCols. The
-// running best of each column is kept in vectors' worth of arrays (L1) and updated a row at a
-// time, rows in order, so a column's index is its first best.
+// Columns: one row r of len adjacent columns at q into the running best values bv and their row
+// indices bi (rows come in order, so a column's index is its first best).
 template <bool IsMax>
-void ArgF32ColsOf(const float* p, int64_t n, int64_t stride, int64_t len, int64_t* out) {
+HWY_INLINE void ArgF32ColsStepOf(const float* q, int64_t len, float* bv, int32_t* bi, int32_t r) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const auto at = hn::Set(di, r);
+  int64_t j = 0;
+  for (; j + N <= len; j += N) {
+    const auto v = hn::LoadU(d, q + j), b = hn::LoadU(d, bv + j);
+    const auto m = ArgBetter<IsMax>(d, v, b);
+    hn::StoreU(hn::IfThenElse(m, v, b), d, bv + j);
+    hn::StoreU(hn::IfThenElse(hn::RebindMask(di, m), at, hn::LoadU(di, bi + j)), di, bi + j);
+  }
+  for (; j < len; ++j)
+    if (ArgWins<IsMax>(q[j], r, bv[j], bi[j])) bv[j] = q[j], bi[j] = r;
+}
+
+void ArgF32ColsStepImpl(const float* q, int64_t len, bool is_max, float* bv, int32_t* bi, int32_t r) {
+  if (is_max) ArgF32ColsStepOf<true>(q, len, bv, bi, r);
+  else ArgF32ColsStepOf<false>(q, len, bv, bi, r);
+}
+
+// Columns: out[j] = the Note's index over r < n of p[r * stride + j], j < len <= kArgCols, the
+// running bests in L1 arrays updated a row at a time.
+template <bool IsMax>
+void ArgF32ColsOf(const float* p, int64_t n, int64_t stride, int64_t len, int64_t* out) {
   HWY_ALIGN float bv[kArgCols];
   HWY_ALIGN int32_t bi[kArgCols];
-  const int64_t full = len / N * N;
   for (int64_t j = 0; j < len; ++j) bv[j] = p[j], bi[j] = 0;
-  for (int64_t r = 1; r < n; ++r) {
-    const float* q = p + r * stride;
-    const auto at = hn::Set(di, static_cast<int32_t>(r));
-    for (int64_t j = 0; j < full; j += N) {
-      const auto v = hn::LoadU(d, q + j), b = hn::Load(d, bv + j);
-      const auto m = ArgBetter<IsMax>(d, v, b);
-      hn::Store(hn::IfThenElse(m, v, b), d, bv + j);
-      hn::Store(hn::IfThenElse(hn::RebindMask(di, m), at, hn::Load(di, bi + j)), di, bi + j);
-    }
-    for (int64_t j = full; j < len; ++j)
-      if (ArgWins<IsMax>(q[j], r, bv[j], bi[j])) bv[j] = q[j], bi[j] = static_cast<int32_t>(r);
-  }
+  for (int64_t r = 1; r < n; ++r) ArgF32ColsStepOf<IsMax>(p + r * stride, len, bv, bi, static_cast<int32_t>(r));
   for (int64_t j = 0; j < len; ++j) out[j] = bi[j];
 }
 
@@ -762,10 +770,14 @@ HWY_EXPORT(F32ToBf16Impl);
 HWY_EXPORT(RoundF32ToBf16Impl);
 HWY_EXPORT(ArgF32RowImpl);
 HWY_EXPORT(ArgF32ColsImpl);
+HWY_EXPORT(ArgF32ColsStepImpl);
 
 int64_t ArgF32Row(const float* x, int64_t n, bool is_max) { return HWY_DYNAMIC_DISPATCH(ArgF32RowImpl)(x, n, is_max); }
 void ArgF32Cols(const float* p, int64_t n, int64_t stride, int64_t len, bool is_max, int64_t* out) {
   HWY_DYNAMIC_DISPATCH(ArgF32ColsImpl)(p, n, stride, len, is_max, out);
+}
+void ArgF32ColsStep(const float* q, int64_t len, bool is_max, float* bv, int32_t* bi, int32_t r) {
+  HWY_DYNAMIC_DISPATCH(ArgF32ColsStepImpl)(q, len, is_max, bv, bi, r);
 }
 
 void AddF32Lanes(const float* x, int64_t groups, float* lanes) {

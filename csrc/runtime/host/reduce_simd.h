@@ -77,6 +77,9 @@ void MaxF32ColsRows(const float* x, int64_t stride, int64_t rows, float* acc, in
 int64_t ArgF32Row(const float* x, int64_t n, bool is_max);
 constexpr int64_t kArgCols = 256;
 void ArgF32Cols(const float* p, int64_t n, int64_t stride, int64_t len, bool is_max, int64_t* out);
+// One row r (rows in order) of any len adjacent columns at q into the running bests bv and their
+// row indices bi.
+void ArgF32ColsStep(const float* q, int64_t len, bool is_max, float* bv, int32_t* bi, int32_t r);
 
 // bfloat16 <-> float32. To bf16: round to nearest even, NaN -> 0x7FC0 (the quiet NaN).
 void Bf16ToF32(const uint16_t* x, float* out, int64_t n);
