@@ -157,7 +157,18 @@ int64_t GatherRows(const View& operand, const View& out, const int64_t* idx, int
     rem /= out.dims[k];
     if (k != d) base += coord[k] * operand.strides[k];
   }
+  // Note [Prefetching gathered rows]: a gather along a contiguous last dim picks at random from
+  // each operand row, so the hardware prefetcher fetches nothing ahead and every line the picks
+  // touch is a miss waited on. When the picks are dense enough to touch most of the row's lines,
+  // the next row's lines are requested while this row is gathered.
+  const int64_t row_bytes = n * static_cast<int64_t>(sizeof(T));
+  const bool prefetch = step == 0 && sd == 1 && rank >= 2 && d == rank - 1 && row_bytes <= 64 * 1024 &&
+                        last * 64 >= row_bytes && r1 - r0 > 1;
   for (int64_t r = r0; r < r1; ++r) {
+    if (prefetch && r + 1 < r1) {
+      const char* next = reinterpret_cast<const char*>(src + base + operand.strides[rank - 2]);
+      for (int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(next + off);
+    }
     if (int64_t j = GatherRow(dst + r * last, src + base, idx + r * last, last, step, n, sd); j >= 0 && bad < 0)
       bad = r * last + j;
     for (int64_t k = rank - 2; k >= 0; --k) {  // next row
