@@ -53,6 +53,9 @@ void SplatU64Simd(uint64_t* r, int64_t n);
 void DivideByScalarF32Simd(const float* a, float b, float* out, int64_t n);
 // out[i] = gelu(x[i]) (the erf form), in one pass: Note [Region composites]; out may be x.
 void GeluErfF32Simd(const float* x, float* out, int64_t n);
+// Note [Vector gathers] (elementwise_simd.cc): dst[j] = base[ix[j]] for j < len, an index outside
+// [0, n) (n < 2^31) clamped; returns the first such j, or -1.
+int64_t GatherRowU32Simd(const uint32_t* base, const int64_t* ix, int64_t len, int64_t n, uint32_t* dst);
 // dy * gelu'(x), erf form (Note [Region composites]).
 void GeluErfBackwardF32Simd(const float* x, const float* dy, float* out, int64_t n);
 // out[i] = x[i] * logistic(x[i]) (silu), in one pass: Note [Region composites]; the chain's bits.

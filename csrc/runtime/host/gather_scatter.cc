@@ -5,12 +5,14 @@
 // (so updates that hit the same row never race and sums keep their order).
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "runtime/host/elementwise_simd.h"
 #include "runtime/host/kernels.h"
 #include "runtime/host/wrapping.h"
 
@@ -112,6 +114,10 @@ int64_t BatchedAlongDim(const Attrs& a, int64_t orank, const View& indices) {
 template <typename T>
 int64_t GatherRow(T* dst, const T* base, const int64_t* ix, int64_t len, int64_t step, int64_t n,
                   int64_t sd) {
+  if constexpr (sizeof(T) == 4) {
+    if (step == 0 && sd == 1 && n <= INT32_MAX && len >= 16)  // Note [Vector gathers]
+      return GatherRowU32Simd(reinterpret_cast<const uint32_t*>(base), ix, len, n, reinterpret_cast<uint32_t*>(dst));
+  }
   int64_t bad = -1;
   for (int64_t j = 0; j < len; ++j) {
     int64_t s = ix[j];
@@ -160,10 +166,12 @@ int64_t GatherRows(const View& operand, const View& out, const int64_t* idx, int
   // Note [Prefetching gathered rows]: a gather along a contiguous last dim picks at random from
   // each operand row, so the hardware prefetcher fetches nothing ahead and every line the picks
   // touch is a miss waited on. When the picks are dense enough to touch most of the row's lines,
-  // the next row's lines are requested while this row is gathered.
+  // the next row's lines are requested while this row is gathered (one operand row stride on: at
+  // the end of an outer position that is another position's row or none -- a prefetch is a hint,
+  // never a fault).
   const int64_t row_bytes = n * static_cast<int64_t>(sizeof(T));
-  const bool prefetch = step == 0 && sd == 1 && rank >= 2 && d == rank - 1 && row_bytes <= 64 * 1024 &&
-                        last * 64 >= row_bytes && r1 - r0 > 1;
+  const bool prefetch = step == 0 && sd == 1 && rank >= 2 && row_bytes <= 64 * 1024 && last * 64 >= row_bytes &&
+                        r1 - r0 > 1;
   for (int64_t r = r0; r < r1; ++r) {
     if (prefetch && r + 1 < r1) {
       const char* next = reinterpret_cast<const char*>(src + base + operand.strides[rank - 2]);
