@@ -327,8 +327,19 @@ Status RunGather(const Op& op, const View& operand_in, const View& indices, cons
     for (int64_t i = 0; i < d; ++i) outer *= operand.dims[i];
     for (int64_t i = d + 1; i < orank; ++i) inner *= operand.dims[i];
     int64_t n = operand.dims[d];
+    // Rows picked at random from a large table (an embedding) are misses the prefetcher cannot
+    // foresee; rows of a few lines are requested kAhead rows early (Note [Prefetching gathered
+    // rows]), so several rows' misses overlap.
+    constexpr int64_t kAhead = 4;
+    const int64_t row_bytes = inner * elem;
+    const bool prefetch = row_bytes >= 256 && row_bytes <= 4096;
     ParallelItems(outer * nbatch, inner * elem, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
+        if (prefetch && t + kAhead < t1) {
+          const int64_t u = t + kAhead;
+          const char* q = src + ((u / nbatch) * n * inner + start_off[u % nbatch]) * elem;
+          for (int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(q + off);
+        }
         int64_t o = t / nbatch, b = t % nbatch;
         std::memcpy(dst + t * inner * elem, src + (o * n * inner + start_off[b]) * elem, inner * elem);
       }
