@@ -63,16 +63,33 @@ void TransposeBlocks(const char* src, char* dst, const Dims& dims, const Dims& s
   int64_t outer = 1;
   for (int d = 0; d + 1 < rank; ++d)
     if (d != k) outer *= dims[d];
+  // A block's source offset and the ranges it covers.
+  auto block = [&](int64_t t, int64_t* so, int64_t* dso, int64_t* i0, int64_t* j0) {
+    int64_t o = t / (bk * bl);
+    *i0 = (t / bl) % bk * B, *j0 = t % bl * B;
+    *so = 0, *dso = 0;  // the outer position's offsets
+    for (int d = rank - 2; d >= 0; --d) {
+      if (d == k) continue;
+      const int64_t c = o % dims[d];
+      o /= dims[d];
+      *so += c * ss[d];
+      *dso += c * ds[d];
+    }
+  };
   ThreadPool::Get().ParallelFor(outer * bk * bl, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      int64_t o = t / (bk * bl), i0 = (t / bl) % bk * B, j0 = t % bl * B;
-      int64_t so = 0, dso = 0;  // the outer position's offsets
-      for (int d = rank - 2; d >= 0; --d) {
-        if (d == k) continue;
-        const int64_t c = o % dims[d];
-        o /= dims[d];
-        so += c * ss[d];
-        dso += c * ds[d];
+      int64_t so, dso, i0, j0;
+      block(t, &so, &dso, &i0, &j0);
+      if (t + 1 < t1) {
+        // The next block's source rows are requested now: a source written long before (a
+        // gradient's transposed operand late in a fused training step) comes from memory, and
+        // its rows, a stride apart, are misses the hardware prefetcher does not foresee.
+        int64_t nso, ndso, ni0, nj0;
+        block(t + 1, &nso, &ndso, &ni0, &nj0);
+        const char* np = src + (nso + ni0) * static_cast<int64_t>(sizeof(T));
+        const int64_t row = (std::min(nk, ni0 + B) - ni0) * static_cast<int64_t>(sizeof(T));
+        for (int64_t j = nj0; j < std::min(nl, nj0 + B); ++j)
+          for (int64_t off = 0; off < row; off += 64) __builtin_prefetch(np + j * sl * static_cast<int64_t>(sizeof(T)) + off);
       }
       const T* p = reinterpret_cast<const T*>(src) + so;
       T* q = reinterpret_cast<T*>(dst) + dso;

@@ -482,7 +482,11 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
         break;
     }
     if (profile)
-      Profile().Add(StepName(e, st, views) + (copied_view ? " copied " + DimsToString(views[np + st.index].dims) : ""), std::chrono::duration_cast<std::chrono::nanoseconds>(
+      Profile().Add(StepName(e, st, views) + (copied_view ? " copied " + DimsToString(views[g.ops[st.index].operands[0]].dims) + "/" +
+                                                    DimsToString(views[g.ops[st.index].operands[0]].strides) + " -> " +
+                                                    DimsToString(views[np + st.index].dims)
+                                              : ""),
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(
                                           std::chrono::steady_clock::now() - t0).count());
     if (!st_status.ok()) {
       if (failure.ok()) {
