@@ -145,14 +145,8 @@ int64_t GatherRows(const View& operand, const View& out, const int64_t* idx, int
   int64_t bad = -1;
   if (rank == 2 && last == 1 && d == 1) {  // one index per row: no row walk
     const int64_t rs = operand.strides[0];
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t s = idx[r];
-      if (static_cast<uint64_t>(s) >= static_cast<uint64_t>(n)) {
-        if (bad < 0) bad = r;
-        s = s < 0 ? 0 : n - 1;
-      }
-      dst[r] = src[r * rs + s * sd];
-    }
+    for (int64_t r = r0; r < r1; ++r)
+      if (GatherRow(dst + r, src + r * rs, idx + r, 1, 0, n, sd) >= 0 && bad < 0) bad = r;
     return bad;
   }
   // The row's coordinates (dims 0..rank-2) and operand offset, stepped row by row.

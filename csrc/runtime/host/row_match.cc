@@ -263,22 +263,35 @@ class Matcher : public GraphUses {
   // layer norm anchored at the first sum (Note [Row chains]; norm.cc layer_norm):
   //   mu = sum(x)/n; xc = x - bcast(mu); var = sum(xc * xc)/n; r = rsqrt(var + eps);
   //   y = xc * bcast(r) [* bcast(w)] [+ bcast(b)]; mu and r may also be read outside the chain.
+  // The centering a layer norm and a variance begin with, anchored at the first sum `i`: mu =
+  // sum(x)/n over the trailing dims from axis, xc = x - bcast(mu), the broadcast read only by the
+  // subtract (mu itself may be read outside the chain).
+  struct Centering {
+    int x, axis, d1, mu, bmu, sub, xc;
+  };
+  bool Centered(int i, Centering* c) const {
+    c->d1 = TrailingMean(i, &c->x, &c->axis);
+    if (c->d1 < 0) return false;
+    const Dims& full = g_.TypeOf(c->x).dims;
+    c->mu = Value(c->d1);
+    c->bmu = -1;
+    for (int u : Users(c->mu))
+      if (IsBroadcastPart(u, c->mu, full, c->axis, true)) c->bmu = u;
+    if (c->bmu < 0 || !Inner(Value(c->bmu), 1)) return false;
+    c->sub = Sole(Value(c->bmu));
+    if (c->sub < 0 || !Is(c->sub, OpCode::kSubtract, c->x, Value(c->bmu))) return false;
+    c->xc = Value(c->sub);
+    return true;
+  }
+
   bool LayerNorm(int i, RowStep* out) const {
-    int x, axis;
-    const int d1 = TrailingMean(i, &x, &axis);
-    if (d1 < 0) return false;
+    Centering c;
+    if (!Centered(i, &c)) return false;
+    int x = c.x;
+    const int axis = c.axis, d1 = c.d1, mu = c.mu, bmu = c.bmu, sub = c.sub, xc = c.xc;
     const Dims& full = g_.TypeOf(x).dims;
     int64_t n = 1;
     for (int d = axis; d < static_cast<int>(full.size()); ++d) n *= full[d];
-    const int mu = Value(d1);
-    // mu: one broadcast back inside the chain, anything else outside it.
-    int bmu = -1;
-    for (int u : Users(mu))
-      if (IsBroadcastPart(u, mu, full, axis, true)) bmu = u;
-    if (bmu < 0 || !Inner(Value(bmu), 1)) return false;
-    int sub = Sole(Value(bmu));
-    if (sub < 0 || !Is(sub, OpCode::kSubtract, x, Value(bmu))) return false;
-    const int xc = Value(sub);
     if (result_[xc] || Users(xc).size() != 2) return false;
     int sq = -1, scale = -1;
     for (int u : Users(xc)) {
@@ -346,18 +359,9 @@ class Matcher : public GraphUses {
   //   ops outside the chain read it: var_mean); the divide by n - correction and std's sqrt
   //   stay outside.
   bool Variance(int i, RowStep* out) const {
-    int x, axis;
-    const int d1 = TrailingMean(i, &x, &axis);
-    if (d1 < 0) return false;
-    const Dims& full = g_.TypeOf(x).dims;
-    const int mu = Value(d1);
-    int bmu = -1;
-    for (int u : Users(mu))
-      if (IsBroadcastPart(u, mu, full, axis, true)) bmu = u;
-    if (bmu < 0 || !Inner(Value(bmu), 1)) return false;
-    int sub = Sole(Value(bmu));
-    if (sub < 0 || !Is(sub, OpCode::kSubtract, x, Value(bmu))) return false;
-    const int xc = Value(sub);
+    Centering c;
+    if (!Centered(i, &c)) return false;
+    const int x = c.x, axis = c.axis, d1 = c.d1, mu = c.mu, bmu = c.bmu, sub = c.sub, xc = c.xc;
     int sq = Sole(xc);
     if (sq < 0 || result_[xc] || !Is(sq, OpCode::kMultiply, xc, xc) || result_[Value(sq)]) return false;
     int r2 = Sole(Value(sq)), in2, axis2;
