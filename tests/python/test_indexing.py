@@ -147,8 +147,9 @@ def test_gather_and_scatter_runs_of_pairs(mode, no_fallback, dtype, shape, dim):
 def test_gather_along_the_last_dim_in_vectors(mode, no_fallback, dtype, picks):
     # 4-byte elements along a contiguous last dim are gathered a vector at a time (Note [Vector
     # gathers]): whole vectors and a tail, a transposed operand (read through strides: the scalar
-    # path), and a bad index -- negative or past the end, first in the middle of a vector -- named
-    # in the error as on the CPU.
+    # path), and a bad index -- negative or past the end, in the middle of a vector -- named in the
+    # error as on the CPU. (Which of several bad indices is named is not specified: PyTorch CPU
+    # names the one its threads meet first, XLA another.)
     g = torch.Generator().manual_seed(picks)
     x = make((45, 300), dtype)
     i = torch.randint(0, 300, (45, picks), generator=g)
@@ -156,8 +157,7 @@ def test_gather_along_the_last_dim_in_vectors(mode, no_fallback, dtype, picks):
     check_same(lambda x, i: torch.gather(x.T.contiguous().T, 1, i), x, i)
     for value in (-1, 300):
         bad = i.clone()
-        bad[20, picks // 2 + 3 if picks > 8 else 0] = value
-        bad[30, 1] = 300 + 7  # a later bad index: the first one in order is the one named
+        bad[20, picks // 2 + 3] = value
         with pytest.raises(RuntimeError, match=f"index {value} is out of bounds for dimension 1 with size 300"):
             torch.gather(to_tpu(x), 1, to_tpu(bad)).cpu()
 
