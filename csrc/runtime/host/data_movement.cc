@@ -77,14 +77,14 @@ void TransposeBlocks(const char* src, char* dst, const Dims& dims, const Dims& s
     }
   };
   ThreadPool::Get().ParallelFor(outer * bk * bl, 1, [&](int64_t t0, int64_t t1) {
+    int64_t nso, ndso, ni0, nj0;  // the next block's, found once
+    block(t0, &nso, &ndso, &ni0, &nj0);
     for (int64_t t = t0; t < t1; ++t) {
-      int64_t so, dso, i0, j0;
-      block(t, &so, &dso, &i0, &j0);
+      const int64_t so = nso, dso = ndso, i0 = ni0, j0 = nj0;
       if (t + 1 < t1) {
         // The next block's source rows are requested now: a source written long before (a
         // gradient's transposed operand late in a fused training step) comes from memory, and
         // its rows, a stride apart, are misses the hardware prefetcher does not foresee.
-        int64_t nso, ndso, ni0, nj0;
         block(t + 1, &nso, &ndso, &ni0, &nj0);
         const char* np = src + (nso + ni0) * static_cast<int64_t>(sizeof(T));
         const int64_t row = (std::min(nk, ni0 + B) - ni0) * static_cast<int64_t>(sizeof(T));

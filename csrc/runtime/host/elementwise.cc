@@ -356,7 +356,8 @@ void MatchWidening(const Graph& g, FusedRegion& region) {
   }
   // The ops of a binary chain widen their leaves too, and its last op may round into the output
   // (Note [Binary chains], composite.cc).
-  std::vector<bool> widens = region.binary_f32;
+  std::vector<bool>& widens = region.f32_steps;
+  widens = region.binary_f32;
   std::vector<bool> chain_end(nops, false);
   for (int i = 0; i < static_cast<int>(region.chain.size()); ++i) {
     for (int p : region.chain[i]) widens[p] = true;
@@ -492,13 +493,10 @@ Status RunFusedRegion(const Graph& g, const FusedRegion& region, const std::vect
   // Note [Scalar operands]: per float32 binary op, a bit for each operand that is a scalar's splat
   // (bit 0: the first), which the op then reads as one value.
   // Binary chain steps (Note [Binary chains], composite.cc) read their scalar operands so too.
-  bool chained[kMaxRegionValues] = {};
-  for (const auto& c : region.chain)
-    for (int p : c) chained[p] = true;
   uint8_t scalar_operands[kMaxRegionValues] = {};
   for (int i = 0; i < nops; ++i) {
     const auto& slots = region.operand_slots[i];
-    for (int j = 0; j < 2 && (region.binary_f32[i] || chained[i]); ++j)
+    for (int j = 0; j < 2 && region.f32_steps[i]; ++j)
       if (slots[j] < nin && splat_of[slots[j]] >= 0 && !row_splat[slots[j]]) scalar_operands[i] |= 1 << j;
   }
   int store_of[kMaxRegionValues];

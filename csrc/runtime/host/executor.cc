@@ -481,13 +481,15 @@ Status HostExecutor::Run(const Launch& launch, RunReport* report) {
         st_status = RunRows(e.rows[st.index], views);
         break;
     }
-    if (profile)
-      Profile().Add(StepName(e, st, views) + (copied_view ? " copied " + DimsToString(views[g.ops[st.index].operands[0]].dims) + "/" +
-                                                    DimsToString(views[g.ops[st.index].operands[0]].strides) + " -> " +
-                                                    DimsToString(views[np + st.index].dims)
-                                              : ""),
-                    std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          std::chrono::steady_clock::now() - t0).count());
+    if (profile) {
+      std::string name = StepName(e, st, views);
+      if (copied_view) {  // which layout had to be copied
+        const View& from = views[g.ops[st.index].operands[0]];
+        name += " copied " + DimsToString(from.dims) + "/" + DimsToString(from.strides) + " -> " +
+                DimsToString(views[np + st.index].dims);
+      }
+      Profile().Add(name, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    }
     if (!st_status.ok()) {
       if (failure.ok()) {
         failure = st_status;

@@ -49,6 +49,10 @@ struct FusedRegion {
   // and whose vector kernel may widen an operand (Note [Widening reads]) or hold a scalar one in a
   // register (Note [Scalar operands], elementwise_simd.cc).
   std::vector<bool> binary_f32;
+  // Per op, set with binary_f32: binary_f32, or a step of a binary chain (Note [Binary chains],
+  // composite.cc) -- the ops that widen their bfloat16 leaves and read a scalar's splat as one
+  // value.
+  std::vector<bool> f32_steps;
 };
 
 // Finds the region's composites (Note [Region composites]); AssignRegionSlots calls it, and so
